@@ -1,0 +1,34 @@
+package elector
+
+import "context"
+
+type termKey struct{}
+
+// ContextWithTerm returns a copy of ctx that carries t. The decorator package
+// gives it to the jobs it starts.
+func ContextWithTerm(ctx context.Context, t Term) context.Context {
+	return context.WithValue(ctx, termKey{}, t)
+}
+
+// TermFromContext returns the term that ctx carries, if any.
+func TermFromContext(ctx context.Context) (Term, bool) {
+	t, ok := ctx.Value(termKey{}).(Term)
+	return t, ok
+}
+
+// LeaseFromContext returns the lease of the term that ctx carries: its name,
+// holder and token identify the term to a fenced write. ok is false if ctx
+// carries no term or the term does not say which lease it is (terms from a
+// [LeaseElector] always do). ExpiresAt is that of the last successful acquire
+// or renew.
+func LeaseFromContext(ctx context.Context) (l Lease, ok bool) {
+	t, ok := TermFromContext(ctx)
+	if !ok {
+		return Lease{}, false
+	}
+	lt, ok := t.(interface{ Lease() Lease })
+	if !ok {
+		return Lease{}, false
+	}
+	return lt.Lease(), true
+}

@@ -1,0 +1,138 @@
+package elector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// MemoryStore is a [Store] in process memory, for tests and single-process
+// programs. Its clock is [time.Now], so it runs on fake time inside a
+// testing/synctest bubble. It implements [ReleaseWatcher]: candidates that
+// wait on it wake as soon as a lease is released. The zero value is not
+// usable; call [NewMemoryStore].
+type MemoryStore struct {
+	mu       sync.Mutex
+	leases   map[string]Lease                       // never deleted: tokens never reset
+	watchers map[string]map[*chan struct{}]struct{} // by lease name
+}
+
+// NewMemoryStore returns an empty store.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{
+		leases:   make(map[string]Lease),
+		watchers: make(map[string]map[*chan struct{}]struct{}),
+	}
+}
+
+// TryAcquire implements [Store].
+func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
+	if err := checkArgs(ctx, name, ttl); err != nil {
+		return Lease{}, err
+	}
+	if err := validName("holder", holder); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	cur, ok := m.leases[name]
+	if ok && cur.ExpiresAt.After(now) {
+		return Lease{}, &HeldError{Lease: cur}
+	}
+	l := Lease{Name: name, Holder: holder, Token: cur.Token + 1, ExpiresAt: now.Add(ttl)}
+	m.leases[name] = l
+	return l, nil
+}
+
+// Renew implements [Store].
+func (m *MemoryStore) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	if err := checkArgs(ctx, l.Name, ttl); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	cur, ok := m.leases[l.Name]
+	if !ok || cur.Token != l.Token || cur.Holder != l.Holder || !cur.ExpiresAt.After(now) {
+		return Lease{}, fmt.Errorf("renew lease %q token %d: %w", l.Name, l.Token, ErrLeaseLost)
+	}
+	cur.ExpiresAt = now.Add(ttl)
+	m.leases[l.Name] = cur
+	return cur, nil
+}
+
+// Release implements [Store]. It wakes the watchers of the lease.
+func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
+	if err := checkArgs(ctx, l.Name, time.Second); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.leases[l.Name]
+	if !ok || cur.Token != l.Token || cur.Holder != l.Holder {
+		return nil
+	}
+	now := time.Now()
+	if cur.ExpiresAt.After(now) {
+		cur.ExpiresAt = now
+		m.leases[l.Name] = cur
+	}
+	for ch := range m.watchers[l.Name] {
+		select {
+		case *ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Get implements [Store].
+func (m *MemoryStore) Get(ctx context.Context, name string) (Lease, error) {
+	if err := checkArgs(ctx, name, time.Second); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.leases[name]
+	if !ok || !cur.ExpiresAt.After(time.Now()) {
+		return Lease{}, fmt.Errorf("lease %q: %w", name, ErrNoLease)
+	}
+	return cur, nil
+}
+
+// WatchRelease implements [ReleaseWatcher].
+func (m *MemoryStore) WatchRelease(name string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	set := m.watchers[name]
+	if set == nil {
+		set = make(map[*chan struct{}]struct{})
+		m.watchers[name] = set
+	}
+	set[&ch] = struct{}{}
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			delete(set, &ch)
+			if len(set) == 0 {
+				delete(m.watchers, name)
+			}
+		})
+	}
+}
+
+// checkArgs validates what every store operation gets.
+func checkArgs(ctx context.Context, name string, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	return ValidateTTL(ttl)
+}

@@ -1,0 +1,147 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// leaseTerm is the [Term] of a [LeaseElector]. One goroutine (renew) keeps
+// the lease alive until the term ends; Resign stops it and waits for it.
+type leaseTerm struct {
+	store       Store
+	ttl         time.Duration
+	renewEvery  time.Duration
+	token       uint64        // the lease's token; renewals keep it
+	done        chan struct{} // closed by end
+	stopRenew   context.CancelFunc
+	renewExited chan struct{} // closed when the renew goroutine returns
+
+	mu    sync.Mutex
+	lease Lease // updated by each successful renewal
+	err   error // set once, when done is closed
+
+	resignMu sync.Mutex // serializes Resign
+	released bool       // Release succeeded; guarded by resignMu
+}
+
+func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &leaseTerm{
+		store:       e.store,
+		ttl:         e.cfg.TTL,
+		renewEvery:  e.cfg.RenewInterval,
+		done:        make(chan struct{}),
+		stopRenew:   cancel,
+		renewExited: make(chan struct{}),
+		lease:       l,
+		token:       l.Token,
+	}
+	go t.renew(ctx, trustedUntil(acquireStart, t.ttl))
+	return t
+}
+
+// trustedUntil is the end of the trust window that a successful acquire or
+// renew, started at start by the holder's monotonic clock, opens.
+func trustedUntil(start time.Time, ttl time.Duration) time.Time {
+	return start.Add(ttl - SafetyMargin(ttl))
+}
+
+func (t *leaseTerm) Token() uint64         { return t.token }
+func (t *leaseTerm) Done() <-chan struct{} { return t.done }
+
+func (t *leaseTerm) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// Lease returns the lease as of the last successful acquire or renew.
+func (t *leaseTerm) Lease() Lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lease
+}
+
+// end ends the term with err unless it has ended already.
+func (t *leaseTerm) end(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		t.err = err
+		close(t.done)
+	}
+}
+
+// Resign implements [Term].
+func (t *leaseTerm) Resign(ctx context.Context) error {
+	t.resignMu.Lock()
+	defer t.resignMu.Unlock()
+	if t.released {
+		return nil
+	}
+	t.end(ErrResigned)
+	t.stopRenew()
+	select {
+	case <-t.renewExited:
+	case <-ctx.Done():
+		return fmt.Errorf("elector: resign lease %q: %w", t.lease.Name, ctx.Err())
+	}
+	l := t.Lease()
+	if err := t.store.Release(ctx, l); err != nil {
+		return fmt.Errorf("elector: resign lease %q token %d: %w", l.Name, l.Token, err)
+	}
+	t.released = true
+	return nil
+}
+
+// renew renews the lease every renewEvery (sooner after a failure) until ctx
+// ends, the store says the lease is lost, or the trust window closes.
+func (t *leaseTerm) renew(ctx context.Context, trustUntil time.Time) {
+	defer close(t.renewExited)
+	retryEvery := max(t.renewEvery/4, time.Millisecond)
+	next := time.Now().Add(t.renewEvery)
+	var lastErr error
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if !time.Now().Before(trustUntil) {
+			if lastErr != nil {
+				t.end(fmt.Errorf("%w (last renewal: %v)", ErrLeaseExpired, lastErr))
+			} else {
+				t.end(ErrLeaseExpired)
+			}
+			return
+		}
+		start := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, trustUntil)
+		l, err := t.store.Renew(rctx, t.Lease(), t.ttl)
+		cancel()
+		switch {
+		case err == nil:
+			t.mu.Lock()
+			t.lease = l
+			t.mu.Unlock()
+			trustUntil = trustedUntil(start, t.ttl)
+			next, lastErr = time.Now().Add(t.renewEvery), nil
+		case ctx.Err() != nil:
+			return // resigned
+		case errors.Is(err, ErrLeaseLost):
+			t.end(err)
+			return
+		default:
+			next, lastErr = time.Now().Add(retryEvery), err
+		}
+		if trustUntil.Before(next) {
+			next = trustUntil
+		}
+		timer.Reset(time.Until(next))
+	}
+}

@@ -1,0 +1,323 @@
+package elector_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+// countingStore counts calls and can fail renewals. Embedding elector.Store
+// hides the memory store's ReleaseWatcher, as any such wrapper does.
+type countingStore struct {
+	elector.Store
+	acquires, renews, releases atomic.Int64
+	renewErr                   atomic.Pointer[error] // if set, Renew fails with it
+}
+
+func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+	c.acquires.Add(1)
+	return c.Store.TryAcquire(ctx, name, holder, ttl)
+}
+
+func (c *countingStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
+	c.renews.Add(1)
+	if err := c.renewErr.Load(); err != nil {
+		return elector.Lease{}, *err
+	}
+	return c.Store.Renew(ctx, l, ttl)
+}
+
+func (c *countingStore) Release(ctx context.Context, l elector.Lease) error {
+	c.releases.Add(1)
+	return c.Store.Release(ctx, l)
+}
+
+func (c *countingStore) failRenewals(err error) { c.renewErr.Store(&err) }
+
+var fast = elector.Config{TTL: 3 * time.Second, RenewInterval: time.Second, RetryInterval: 2 * time.Second}
+
+func newElector(t *testing.T, s elector.Store, holder string, cfg elector.Config) *elector.LeaseElector {
+	t.Helper()
+	cfg.Holder = holder
+	e, err := elector.New(s, "job", cfg)
+	require.NoError(t, err)
+	return e
+}
+
+func campaign(t *testing.T, e elector.Elector) elector.Term {
+	t.Helper()
+	term, err := e.Campaign(t.Context())
+	require.NoError(t, err)
+	return term
+}
+
+func TestNewRefusesBadInput(t *testing.T) {
+	s := elector.NewMemoryStore()
+	tests := []struct {
+		name    string
+		lease   string
+		cfg     elector.Config
+		wantErr string // a piece of the message naming the bad value
+	}{
+		{"empty name", "", elector.Config{}, "empty"},
+		{"long name", strings.Repeat("n", 256), elector.Config{}, "256 bytes"},
+		{"control char", "job\n1", elector.Config{}, `"job\n1"`},
+		{"invalid utf8", "job\xff", elector.Config{}, "UTF-8"},
+		{"negative TTL", "job", elector.Config{TTL: -time.Second}, "TTL -1s"},
+		{"negative renew", "job", elector.Config{RenewInterval: -time.Second}, "RenewInterval -1s"},
+		{"negative retry", "job", elector.Config{RetryInterval: -5 * time.Millisecond}, "RetryInterval -5ms"},
+		{"TTL equals renew", "job", elector.Config{TTL: time.Second, RenewInterval: time.Second}, "TTL 1s"},
+		{"TTL below renew", "job", elector.Config{TTL: time.Second, RenewInterval: 2 * time.Second}, "RenewInterval 2s"},
+		{"one renewal only", "job", elector.Config{TTL: 10 * time.Second, RenewInterval: 5 * time.Second}, "RenewInterval 5s"},
+		{"TTL too short", "job", elector.Config{TTL: 2}, "TTL 2ns"},
+		{"bad holder", "job", elector.Config{Holder: "a\tb"}, `"a\tb"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := elector.New(s, tt.lease, tt.cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+	_, err := elector.New(nil, "job", elector.Config{})
+	require.ErrorContains(t, err, "nil Store")
+}
+
+func TestNewDefaults(t *testing.T) {
+	e, err := elector.New(elector.NewMemoryStore(), "job", elector.Config{})
+	require.NoError(t, err)
+	cfg := e.Config()
+	assert.Equal(t, 15*time.Second, cfg.TTL)
+	assert.Equal(t, 5*time.Second, cfg.RenewInterval)
+	assert.Equal(t, 2*time.Second, cfg.RetryInterval)
+	assert.NotEmpty(t, cfg.Holder)
+	other, err := elector.New(elector.NewMemoryStore(), "job", elector.Config{})
+	require.NoError(t, err)
+	assert.NotEqual(t, cfg.Holder, other.Config().Holder, "default holders must be unique per elector")
+	// The tightest timing that leaves room for two renewals is accepted.
+	_, err = elector.New(elector.NewMemoryStore(), "job", elector.Config{TTL: 10 * time.Second, RenewInterval: 4500 * time.Millisecond})
+	require.NoError(t, err)
+}
+
+func TestTermRenewsWhileHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		e := newElector(t, s, "a", fast)
+		term := campaign(t, e)
+		time.Sleep(time.Minute) // bubble time: 60 renewals at 1s
+		select {
+		case <-term.Done():
+			t.Fatalf("term ended while renewals succeed: %v", term.Err())
+		default:
+		}
+		require.NoError(t, term.Err())
+		assert.InDelta(t, 60, s.renews.Load(), 1, "one renewal per RenewInterval")
+		l, err := e.Leader(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, "a", l.Holder)
+		assert.Equal(t, term.Token(), l.Token)
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}
+
+func TestTermExpiresBeforeOthersCanAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		s := &countingStore{Store: mem}
+		e := newElector(t, s, "a", fast)
+		start := time.Now()
+		term := campaign(t, e)
+		stored, err := mem.Get(t.Context(), "job")
+		require.NoError(t, err)
+		s.failRenewals(errors.New("disk unplugged"))
+
+		<-term.Done()
+		endedAt := time.Now()
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+		assert.Contains(t, term.Err().Error(), "disk unplugged", "the term's error names the last renewal failure")
+		assert.Equal(t, start.Add(fast.TTL-elector.SafetyMargin(fast.TTL)), endedAt, "the trust window is TTL minus the margin from the acquire")
+		assert.True(t, endedAt.Before(stored.ExpiresAt), "the term must end before the store's expiry %v, ended %v", stored.ExpiresAt, endedAt)
+		assert.GreaterOrEqual(t, s.renews.Load(), int64(2), "at least two renewal attempts inside the trust window")
+		_, err = mem.TryAcquire(t.Context(), "job", "b", fast.TTL)
+		require.ErrorIs(t, err, elector.ErrHeld, "nobody else may acquire while the old holder could still believe it leads")
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}
+
+func TestTermEndsWhenLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		e := newElector(t, s, "a", fast)
+		term := campaign(t, e)
+		s.failRenewals(elector.ErrLeaseLost)
+		<-term.Done()
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseLost)
+		assert.EqualValues(t, 1, s.renews.Load(), "a lost lease is not retried")
+		require.NoError(t, term.Resign(t.Context()))
+		assert.ErrorIs(t, term.Err(), elector.ErrLeaseLost, "Resign keeps the first cause")
+	})
+}
+
+func TestTermSurvivesTransientRenewFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		e := newElector(t, s, "a", fast)
+		term := campaign(t, e)
+		s.failRenewals(errors.New("busy"))
+		time.Sleep(1500 * time.Millisecond) // one failed renewal at 1s
+		s.renewErr.Store(nil)
+		time.Sleep(10 * time.Second)
+		select {
+		case <-term.Done():
+			t.Fatalf("term ended after a transient failure: %v", term.Err())
+		default:
+		}
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}
+
+func TestResignFreesAtOnceAndIsIdempotent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		e := newElector(t, s, "a", fast)
+		term := campaign(t, e)
+		require.NoError(t, term.Resign(t.Context()))
+		<-term.Done()
+		require.ErrorIs(t, term.Err(), elector.ErrResigned)
+		_, err := e.Leader(t.Context())
+		require.ErrorIs(t, err, elector.ErrNoLease, "Resign frees the lease at once")
+		require.NoError(t, term.Resign(t.Context()))
+		assert.EqualValues(t, 1, s.releases.Load(), "a second Resign does not release again")
+		renews := s.renews.Load()
+		time.Sleep(time.Minute)
+		assert.Equal(t, renews, s.renews.Load(), "no renewal after Resign")
+	})
+}
+
+func TestReleaseWakesWaitingCandidate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore() // implements ReleaseWatcher
+		slow := fast
+		slow.RetryInterval = time.Minute
+		a := newElector(t, s, "a", slow)
+		b := newElector(t, s, "b", slow)
+		ta := campaign(t, a)
+		won := make(chan elector.Term)
+		go func() {
+			tb, err := b.Campaign(t.Context())
+			assert.NoError(t, err)
+			won <- tb
+		}()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		released := time.Now()
+		require.NoError(t, ta.Resign(t.Context()))
+		tb := <-won
+		assert.Less(t, time.Since(released), 10*time.Millisecond, "a waiting candidate takes a released lease at once")
+		assert.Greater(t, tb.Token(), ta.Token())
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}
+
+func TestCandidatePollsWithoutWatcher(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()} // hides the watcher
+		a := newElector(t, s, "a", fast)
+		b := newElector(t, s, "b", fast)
+		ta := campaign(t, a)
+		won := make(chan elector.Term)
+		go func() {
+			tb, err := b.Campaign(t.Context())
+			assert.NoError(t, err)
+			won <- tb
+		}()
+		time.Sleep(5 * time.Second)
+		released := time.Now()
+		require.NoError(t, ta.Resign(t.Context()))
+		tb := <-won
+		assert.LessOrEqual(t, time.Since(released), fast.RetryInterval, "polling takes the lease within one RetryInterval")
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}
+
+func TestCrashedLeaderReplacedWithinTTLPlusRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore()
+		crashed, err := s.TryAcquire(t.Context(), "job", "crashed", fast.TTL) // never renewed
+		require.NoError(t, err)
+		crashedAt := time.Now()
+		b := newElector(t, s, "b", fast)
+		tb := campaign(t, b)
+		took := time.Since(crashedAt)
+		assert.GreaterOrEqual(t, took, fast.TTL, "not before the dead lease expired")
+		assert.LessOrEqual(t, took, fast.TTL+fast.RetryInterval)
+		assert.Greater(t, tb.Token(), crashed.Token)
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}
+
+func TestTokensIncreaseAcrossTerms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore()
+		electors := []*elector.LeaseElector{newElector(t, s, "a", fast), newElector(t, s, "b", fast)}
+		var last uint64
+		for i := range 10 {
+			term := campaign(t, electors[i%2])
+			assert.Greater(t, term.Token(), last)
+			last = term.Token()
+			require.NoError(t, term.Resign(t.Context()))
+		}
+	})
+}
+
+func TestCampaignEndsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore()
+		held := campaign(t, newElector(t, s, "a", fast))
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err := newElector(t, s, "b", fast).Campaign(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NoError(t, held.Resign(t.Context()))
+	})
+}
+
+type brokenStore struct{ elector.Store }
+
+func (brokenStore) TryAcquire(context.Context, string, string, time.Duration) (elector.Lease, error) {
+	return elector.Lease{}, errors.New("database is on fire")
+}
+
+func TestCampaignReturnsStoreErrors(t *testing.T) {
+	e := newElector(t, brokenStore{elector.NewMemoryStore()}, "a", fast)
+	_, err := e.Campaign(t.Context())
+	require.ErrorContains(t, err, "database is on fire")
+	assert.Contains(t, err.Error(), `"job"`, "the error names the lease")
+}
+
+func TestTermInContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ok := elector.TermFromContext(t.Context())
+		assert.False(t, ok)
+		_, ok = elector.LeaseFromContext(t.Context())
+		assert.False(t, ok)
+		term := campaign(t, newElector(t, elector.NewMemoryStore(), "a", fast))
+		ctx := elector.ContextWithTerm(t.Context(), term)
+		got, ok := elector.TermFromContext(ctx)
+		require.True(t, ok)
+		assert.Equal(t, term, got)
+		l, ok := elector.LeaseFromContext(ctx)
+		require.True(t, ok)
+		assert.Equal(t, elector.Lease{Name: "job", Holder: "a", Token: term.Token(), ExpiresAt: l.ExpiresAt}, l)
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}

@@ -40,6 +40,13 @@ type Config struct {
 // that its job stops before the store lets anyone else acquire.
 func SafetyMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
+// Validate returns nil if [New] would accept c, and otherwise the error New
+// would return, naming the bad value.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults returns c with zero fields set to their defaults, or an error
 // naming the first bad value.
 func (c Config) withDefaults() (Config, error) {

@@ -13,7 +13,8 @@ import (
 type Elector interface {
 	// Campaign blocks until the caller leads, or ctx ends (then it returns
 	// ctx's error). A store failure other than ErrHeld is returned too, so the
-	// caller can report it and campaign again.
+	// caller can report it and campaign again. A term won just as ctx ended
+	// is still returned: the caller must resign it.
 	Campaign(ctx context.Context) (Term, error)
 }
 

@@ -31,7 +31,7 @@ func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl t
 	if err := checkArgs(ctx, name, ttl); err != nil {
 		return Lease{}, err
 	}
-	if err := validName("holder", holder); err != nil {
+	if err := ValidateHolder(holder); err != nil {
 		return Lease{}, err
 	}
 	m.mu.Lock()

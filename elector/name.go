@@ -16,6 +16,10 @@ const MaxNameLen = 255
 // Stores call it so that every store refuses the same names.
 func ValidateName(name string) error { return validName("lease name", name) }
 
+// ValidateHolder returns nil if holder is a valid holder name, under the same
+// rules as a lease name, and otherwise an error naming the value.
+func ValidateHolder(holder string) error { return validName("holder", holder) }
+
 func validName(what, name string) error {
 	switch {
 	case name == "":

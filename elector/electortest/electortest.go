@@ -38,7 +38,10 @@ const (
 	expiryWait = 10 * time.Second
 )
 
-var runID = time.Now().UnixNano()
+var (
+	runID = time.Now().UnixNano()
+	calls atomic.Int64 // TestStore calls in this process, so names never repeat
+)
 
 // TestStore runs the store contract against the stores that newStore returns,
 // one new store per subtest.
@@ -61,10 +64,12 @@ func TestStore(t *testing.T, newStore func(t *testing.T) elector.Store) {
 		{"GetNone", testGetNone},
 		{"RaceAcquire", testRaceAcquire},
 		{"BadInput", testBadInput},
+		{"ReleaseWakesWatcher", testReleaseWakesWatcher},
 	}
+	call := calls.Add(1)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, newStore(t), fmt.Sprintf("electortest/%s/%d", tt.name, runID))
+			tt.fn(t, newStore(t), fmt.Sprintf("electortest/%s/%d-%d", tt.name, runID, call))
 		})
 	}
 }
@@ -86,8 +91,9 @@ func acquire(t *testing.T, s elector.Store, name, holder string, ttl time.Durati
 func waitExpired(t *testing.T, s elector.Store, name string) {
 	t.Helper()
 	deadline := time.Now().Add(expiryWait)
+	c := ctx(t)
 	for {
-		_, err := s.Get(ctx(t), name)
+		_, err := s.Get(c, name)
 		if errors.Is(err, elector.ErrNoLease) {
 			return
 		}
@@ -296,4 +302,24 @@ func testBadInput(t *testing.T, s elector.Store, name string) {
 	got, err := s.Get(ctx(t), name)
 	require.NoError(t, err, "a refused renewal must leave the lease alone")
 	assert.Equal(t, l.Token, got.Token)
+}
+
+// testReleaseWakesWatcher checks stores that implement elector.ReleaseWatcher:
+// a release through the store wakes a watcher of that name.
+func testReleaseWakesWatcher(t *testing.T, s elector.Store, name string) {
+	w, ok := s.(elector.ReleaseWatcher)
+	if !ok {
+		t.Skipf("%T does not implement elector.ReleaseWatcher", s)
+	}
+	released, stop := w.WatchRelease(name)
+	defer stop()
+	l := acquire(t, s, name, "a", longTTL)
+	require.NoError(t, s.Release(ctx(t), l))
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Release did not wake a watcher of the lease within 5s")
+	}
+	stop()
+	stop() // stop is idempotent
 }

@@ -1,0 +1,57 @@
+// Package decorator makes an existing background job run on exactly one
+// replica at a time.
+//
+// A [Job] is anything with Start(ctx) error and Stop(ctx) error, the shape
+// fx runs. [Decorate] returns a job of the same interface type that, when
+// started, campaigns for leadership with an [elector.Elector] and starts the
+// real ("inner") job only while this replica holds a term:
+//
+//	job := decorator.Decorate[decorator.Job](prices, e,
+//		decorator.WithMiddleware(decorator.Recover(), decorator.Log(logger)),
+//		decorator.WithHooks(decorator.Hooks{OnError: report}))
+//	_ = job.Start(ctx) // returns at once
+//	...
+//	_ = job.Stop(ctx)  // stops the inner job, then frees the lease
+//
+// # Lifecycle
+//
+// Start launches one goroutine, the leader gate, and returns nil. The gate
+// loops until Stop:
+//
+//   - Campaign. An elector error is reported (OnError) and retried after a
+//     backoff (see [WithBackoff]).
+//   - Elected: OnElected runs, then the inner Start, with a context that has
+//     the values of the decorated Start's context but not its cancellation,
+//     the [elector.Term] (see [elector.TermFromContext]) and a start timeout
+//     ([WithStartTimeout]).
+//   - If the inner Start fails or panics: OnError, the term is resigned,
+//     OnDemoted with that error as cause, and after a backoff the gate
+//     campaigns again.
+//   - If the term ends on its own (lost or expired): the inner Stop runs
+//     with a fresh context bounded by the stop timeout ([WithStopTimeout]),
+//     the term is resigned, OnDemoted runs with the term's error, and the
+//     gate campaigns again at once.
+//   - If Stop is called: the inner Stop runs with Stop's context (plus the
+//     term), then the term is resigned, so the lease is freed only after the
+//     inner job has stopped; OnDemoted runs with [elector.ErrResigned] and
+//     the gate exits. Stop returns when it has exited, or when its context
+//     ends.
+//
+// Every OnElected is followed by exactly one OnDemoted. Panics in the inner
+// job, the elector and the hooks are recovered on the gate goroutine; none
+// escapes. A running decorated job has at most two goroutines (the gate and
+// the term's renewal inside the elector), and none after Stop.
+//
+// # Built once
+//
+// The middleware chain ([WithMiddleware], [Chain]), the composed [Hooks]
+// and the options are fixed by Decorate. Start/Stop cycles add no layers
+// ([Depth] is constant), no goroutines and no hooks, and Decorate mutates
+// nothing it is given.
+//
+// # Stock middleware
+//
+// [Recover] turns panics into a *[PanicError], [Timeout] bounds the contexts
+// of Start and Stop, and [Log] logs each call with the lease, holder and
+// fencing token of its term.
+package decorator

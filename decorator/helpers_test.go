@@ -1,0 +1,322 @@
+package decorator_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+const leaseName = "job"
+
+// Short timings for synctest bubbles.
+var testConfig = elector.Config{TTL: 3 * time.Second, RenewInterval: time.Second, RetryInterval: 500 * time.Millisecond}
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// countingStore wraps a MemoryStore, counts calls, records releases in an
+// event log, can fail Renew or TryAcquire on demand, and forwards
+// WatchRelease so that waiting candidates wake at once.
+type countingStore struct {
+	elector.Store
+	mem *elector.MemoryStore
+	ev  *events
+
+	acquires, renews, releases atomic.Int64
+	failRenew                  atomic.Pointer[error] // Renew returns it when set
+	failAcquires               atomic.Int64          // TryAcquire fails this many more times
+}
+
+var errStoreDown = fmt.Errorf("store is down")
+
+func newCountingStore() *countingStore {
+	mem := elector.NewMemoryStore()
+	return &countingStore{Store: mem, mem: mem, ev: &events{}}
+}
+
+func (s *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+	s.acquires.Add(1)
+	if s.failAcquires.Load() > 0 {
+		s.failAcquires.Add(-1)
+		return elector.Lease{}, errStoreDown
+	}
+	return s.Store.TryAcquire(ctx, name, holder, ttl)
+}
+
+func (s *countingStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
+	s.renews.Add(1)
+	if err := s.failRenew.Load(); err != nil {
+		return elector.Lease{}, *err
+	}
+	return s.Store.Renew(ctx, l, ttl)
+}
+
+func (s *countingStore) Release(ctx context.Context, l elector.Lease) error {
+	s.releases.Add(1)
+	err := s.Store.Release(ctx, l)
+	s.ev.add("release %s %d", l.Holder, l.Token)
+	return err
+}
+
+func (s *countingStore) WatchRelease(name string) (<-chan struct{}, func()) {
+	return s.mem.WatchRelease(name)
+}
+
+type counts struct{ Acquire, Renew, Release int64 }
+
+func (s *countingStore) counts() counts {
+	return counts{s.acquires.Load(), s.renews.Load(), s.releases.Load()}
+}
+
+func (c counts) sub(o counts) counts {
+	return counts{c.Acquire - o.Acquire, c.Renew - o.Renew, c.Release - o.Release}
+}
+
+// events is an ordered, timestamped log shared by jobs, hooks and stores.
+type events struct {
+	mu    sync.Mutex
+	list  []string
+	times []time.Time
+}
+
+func (e *events) add(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, fmt.Sprintf(format, args...))
+	e.times = append(e.times, time.Now())
+}
+
+func (e *events) all() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.list...)
+}
+
+// at returns the time of the first event named s.
+func (e *events) at(t *testing.T, s string) time.Time {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, x := range e.list {
+		if x == s {
+			return e.times[i]
+		}
+	}
+	t.Fatalf("no event %q in %q", s, e.list)
+	return time.Time{}
+}
+
+func newElector(t *testing.T, s elector.Store, holder string) *elector.LeaseElector {
+	t.Helper()
+	cfg := testConfig
+	cfg.Holder = holder
+	e, err := elector.New(s, leaseName, cfg)
+	require.NoError(t, err)
+	return e
+}
+
+// fakeJob is an inner job with counters and optional behaviour.
+type fakeJob struct {
+	startFn, stopFn func(ctx context.Context) error
+	starts, stops   atomic.Int32
+}
+
+func (j *fakeJob) Start(ctx context.Context) error {
+	j.starts.Add(1)
+	if j.startFn != nil {
+		return j.startFn(ctx)
+	}
+	return nil
+}
+
+func (j *fakeJob) Stop(ctx context.Context) error {
+	j.stops.Add(1)
+	if j.stopFn != nil {
+		return j.stopFn(ctx)
+	}
+	return nil
+}
+
+func (j *fakeJob) running() bool { return j.starts.Load() > j.stops.Load() }
+
+// exclusive counts inner jobs running at once across replicas.
+type exclusive struct {
+	running, peak atomic.Int32
+}
+
+func (x *exclusive) enter() {
+	n := x.running.Add(1)
+	for {
+		p := x.peak.Load()
+		if n <= p || x.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+func (x *exclusive) leave() { x.running.Add(-1) }
+
+// hookLog records hook calls in order.
+type hookLog struct {
+	ev                       events
+	elected, demoted, errors atomic.Int32
+	causes                   []error
+	errs                     []error
+	mu                       sync.Mutex
+}
+
+func (h *hookLog) hooks() decorator.Hooks {
+	return decorator.Hooks{
+		OnElected: func(_ context.Context, t elector.Term) {
+			h.elected.Add(1)
+			h.ev.add("elected %d", t.Token())
+		},
+		OnDemoted: func(_ context.Context, t elector.Term, cause error) {
+			h.demoted.Add(1)
+			h.mu.Lock()
+			h.causes = append(h.causes, cause)
+			h.mu.Unlock()
+			h.ev.add("demoted %d", t.Token())
+		},
+		OnError: func(_ context.Context, err error) {
+			h.errors.Add(1)
+			h.mu.Lock()
+			h.errs = append(h.errs, err)
+			h.mu.Unlock()
+			h.ev.add("error")
+		},
+	}
+}
+
+// fakeElector grants a term at once on every Campaign (or as campaign says).
+type fakeElector struct {
+	campaign func(ctx context.Context) (elector.Term, error)
+	tokens   atomic.Uint64
+	terms    []*fakeTerm
+	mu       sync.Mutex
+}
+
+func (e *fakeElector) Campaign(ctx context.Context) (elector.Term, error) {
+	if e.campaign != nil {
+		return e.campaign(ctx)
+	}
+	return e.newTerm(), nil
+}
+
+func (e *fakeElector) newTerm() *fakeTerm {
+	t := &fakeTerm{token: e.tokens.Add(1), done: make(chan struct{})}
+	e.mu.Lock()
+	e.terms = append(e.terms, t)
+	e.mu.Unlock()
+	return t
+}
+
+type fakeTerm struct {
+	token   uint64
+	done    chan struct{}
+	once    sync.Once
+	resigns atomic.Int32
+}
+
+func (t *fakeTerm) Token() uint64         { return t.token }
+func (t *fakeTerm) Done() <-chan struct{} { return t.done }
+func (t *fakeTerm) Err() error {
+	select {
+	case <-t.done:
+		return elector.ErrResigned
+	default:
+		return nil
+	}
+}
+
+func (t *fakeTerm) Resign(context.Context) error {
+	t.resigns.Add(1)
+	t.once.Do(func() { close(t.done) })
+	return nil
+}
+
+// box is a value shared between the gate goroutine and the test.
+type box[T any] struct {
+	mu sync.Mutex
+	v  T
+}
+
+func (b *box[T]) set(v T) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.v = v
+}
+
+func (b *box[T]) get() T {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.v
+}
+
+func (b *box[T]) update(f func(*T)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(&b.v)
+}
+
+func (h *hookLog) getCauses() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]error(nil), h.causes...)
+}
+
+func (h *hookLog) getErrs() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]error(nil), h.errs...)
+}
+
+func (e *fakeElector) allTerms() []*fakeTerm {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*fakeTerm(nil), e.terms...)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// ourGoroutines counts the goroutines of decorated jobs and of terms: gate
+// and renew loops. Tests in this package do not run in parallel.
+func ourGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "decorator.(*decorated).gate(") || strings.Contains(g, "elector.(*leaseTerm).renew(") {
+			n++
+		}
+	}
+	return n
+}

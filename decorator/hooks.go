@@ -1,0 +1,110 @@
+package decorator
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+// Hooks are called by a decorated job on its leadership transitions. Every
+// OnElected is followed by exactly one OnDemoted. Hooks run on the decorated
+// job's goroutine, one at a time, with a context that has the values of the
+// decorated Start's context (not its cancellation) and the [elector.Term]. A
+// panicking hook is logged and otherwise ignored. Nil fields are skipped.
+type Hooks struct {
+	// OnElected is called when this replica won a term, before the inner
+	// job starts.
+	OnElected func(ctx context.Context, t elector.Term)
+	// OnDemoted is called when the inner job has stopped (or failed to
+	// start) and the term is over. cause is the error of the inner Start
+	// when it failed, elector.ErrResigned after Stop, and otherwise t.Err()
+	// (elector.ErrLeaseLost, elector.ErrLeaseExpired or a store error).
+	OnDemoted func(ctx context.Context, t elector.Term, cause error)
+	// OnError is called when the inner job's Start or Stop failed or
+	// panicked, or the elector failed. Without an OnError hook, errors are
+	// logged at Error level.
+	OnError func(ctx context.Context, err error)
+}
+
+// hookSet is the composition of every WithHooks option, fixed at Decorate.
+type hookSet struct {
+	elected []func(context.Context, elector.Term)
+	demoted []func(context.Context, elector.Term, error)
+	errors  []func(context.Context, error)
+}
+
+func composeHooks(hs []Hooks) hookSet {
+	var s hookSet
+	for _, h := range hs {
+		if h.OnElected != nil {
+			s.elected = append(s.elected, h.OnElected)
+		}
+		if h.OnDemoted != nil {
+			s.demoted = append(s.demoted, h.OnDemoted)
+		}
+		if h.OnError != nil {
+			s.errors = append(s.errors, h.OnError)
+		}
+	}
+	return s
+}
+
+// elected logs the new term and runs the OnElected hooks.
+func (d *decorated) elected(ctx context.Context, t elector.Term) {
+	d.logTerm(ctx, "elected", nil)
+	for _, f := range d.hooks.elected {
+		d.callHook(ctx, "OnElected", func() { f(ctx, t) })
+	}
+}
+
+// demoted logs the end of the term and runs the OnDemoted hooks.
+func (d *decorated) demoted(ctx context.Context, t elector.Term, cause error) {
+	d.logTerm(ctx, "demoted", cause)
+	for _, f := range d.hooks.demoted {
+		d.callHook(ctx, "OnDemoted", func() { f(ctx, t, cause) })
+	}
+}
+
+// report hands err to the OnError hooks, or logs it when there are none.
+func (d *decorated) report(ctx context.Context, err error) {
+	if len(d.hooks.errors) == 0 {
+		d.log.LogAttrs(ctx, slog.LevelError, "leader job error",
+			slog.String("job", d.jobName), slog.Any("err", err))
+		return
+	}
+	for _, f := range d.hooks.errors {
+		d.callHook(ctx, "OnError", func() { f(ctx, err) })
+	}
+}
+
+// callHook runs f and logs a panic instead of letting it escape.
+func (d *decorated) callHook(ctx context.Context, name string, f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.log.LogAttrs(ctx, slog.LevelError, "leader job hook panicked",
+				slog.String("job", d.jobName), slog.String("hook", name),
+				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	f()
+}
+
+// logTerm logs a transition at Debug with the lease that ctx carries.
+func (d *decorated) logTerm(ctx context.Context, msg string, cause error) {
+	if !d.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 5)
+	attrs = append(attrs, slog.String("job", d.jobName))
+	if l, ok := elector.LeaseFromContext(ctx); ok {
+		attrs = append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
+	} else if t, ok := elector.TermFromContext(ctx); ok {
+		attrs = append(attrs, slog.Uint64("token", t.Token()))
+	}
+	if cause != nil {
+		attrs = append(attrs, slog.Any("cause", cause))
+	}
+	d.log.LogAttrs(ctx, slog.LevelDebug, msg, attrs...)
+}

@@ -1,0 +1,104 @@
+package decorator_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+func TestRecover(t *testing.T) {
+	errBoom := errors.New("boom")
+	inner := &fakeJob{
+		startFn: func(context.Context) error { panic("start boom") },
+		stopFn:  func(context.Context) error { panic(errBoom) },
+	}
+	j := decorator.Recover()(inner)
+	require.Equal(t, 1, decorator.Depth(j))
+
+	var pe *decorator.PanicError
+	err := j.Start(context.Background())
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "Start", pe.Method)
+	require.Equal(t, "start boom", pe.Value)
+	require.Contains(t, string(pe.Stack), "decorator_test.TestRecover")
+	require.EqualError(t, err, "decorator: panic in Start: start boom")
+
+	err = j.Stop(context.Background())
+	require.ErrorIs(t, err, errBoom, "a panic(err) unwraps to err")
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "Stop", pe.Method)
+
+	ok := decorator.Recover()(&fakeJob{})
+	require.NoError(t, ok.Start(context.Background()))
+	require.NoError(t, ok.Stop(context.Background()))
+}
+
+func TestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var startSeen, stopSeen ctxSeen
+		inner := &fakeJob{
+			startFn: func(ctx context.Context) error { startSeen = see(ctx, ""); return nil },
+			stopFn:  func(ctx context.Context) error { stopSeen = see(ctx, ""); return nil },
+		}
+		j := decorator.Timeout(3*time.Second, 5*time.Second)(inner)
+		require.Equal(t, 1, decorator.Depth(j))
+		require.NoError(t, j.Start(context.Background()))
+		require.NoError(t, j.Stop(context.Background()))
+		require.Equal(t, 3*time.Second, startSeen.deadline)
+		require.Equal(t, 5*time.Second, stopSeen.deadline)
+
+		// Zero leaves the ctx alone; an earlier deadline still holds.
+		j = decorator.Timeout(0, time.Hour)(inner)
+		require.NoError(t, j.Start(context.Background()))
+		require.Zero(t, startSeen.deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		require.NoError(t, j.Stop(ctx))
+		require.Equal(t, time.Second, stopSeen.deadline)
+	})
+	require.PanicsWithValue(t, "decorator.Timeout: negative timeout (start -1s, stop 0s)", func() { decorator.Timeout(-time.Second, 0) })
+}
+
+func TestLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := newElector(t, elector.NewMemoryStore(), "host-1")
+		term, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		defer term.Resign(ctx)
+
+		var buf bytes.Buffer
+		l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			},
+		}))
+		inner := &fakeJob{
+			startFn: func(context.Context) error { time.Sleep(2 * time.Second); return nil },
+			stopFn:  func(context.Context) error { return errors.New("still busy") },
+		}
+		j := decorator.Log(l)(inner)
+		require.Equal(t, 1, decorator.Depth(j))
+		tctx := elector.ContextWithTerm(ctx, term)
+		require.NoError(t, j.Start(tctx))
+		require.Error(t, j.Stop(tctx))
+		require.NoError(t, j.Start(ctx)) // no term
+		require.Equal(t,
+			`level=INFO msg="job Start" job=*decorator_test.fakeJob lease=job holder=host-1 token=1 duration=2s`+"\n"+
+				`level=INFO msg="job Stop" job=*decorator_test.fakeJob lease=job holder=host-1 token=1 duration=0s err="still busy"`+"\n"+
+				`level=INFO msg="job Start" job=*decorator_test.fakeJob duration=2s`+"\n",
+			buf.String())
+	})
+}

@@ -1,0 +1,203 @@
+package pglease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Listener timings.
+const (
+	// listenBackoffMin and listenBackoffMax bound the wait before the
+	// listener reconnects; it doubles after each failed attempt.
+	listenBackoffMin = 50 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+	// listenKeepAlive is how long the listener waits for a notification
+	// before it pings its connection, so that a silently dead connection is
+	// replaced within about listenKeepAlive + listenPingTimeout.
+	listenKeepAlive   = 30 * time.Second
+	listenPingTimeout = 5 * time.Second
+	// listenCloseTimeout bounds closing a listener connection.
+	listenCloseTimeout = time.Second
+)
+
+// WatchRelease implements [elector.ReleaseWatcher]. The channel receives a
+// value soon after the named lease is released through any Store on the same
+// table; spurious values are allowed (every watcher is poked when the
+// listener (re)connects, since it may have missed a release meanwhile). The
+// channel is never closed and sends never block. Call stop once done.
+//
+// The first WatchRelease starts the Store's listener: one goroutine with a
+// dedicated connection (outside the pool) that LISTENs on the store's
+// channel, reconnects with backoff after it loses its connection, and stops
+// in [Store.Close]. Until it is connected, and with [WithoutListener], only
+// releases through this Store wake its watchers; callers such as
+// [elector.LeaseElector] poll regardless, so this only makes handoff faster.
+func (s *Store) WatchRelease(name string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	set := s.watchers[name]
+	if set == nil {
+		set = make(map[chan struct{}]struct{})
+		s.watchers[name] = set
+	}
+	set[ch] = struct{}{}
+	if s.listener == nil && s.opts.listen && !s.closed.Load() {
+		s.listener = s.startListener()
+	}
+	s.mu.Unlock()
+	return ch, sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(set, ch)
+		if len(s.watchers[name]) == 0 {
+			delete(s.watchers, name)
+		}
+	})
+}
+
+// poke wakes the watchers of name without blocking.
+func (s *Store) poke(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.watchers[name] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pokeAll wakes every watcher without blocking.
+func (s *Store) pokeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, set := range s.watchers {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// listener is the one goroutine of a Store that LISTENs for releases.
+type listener struct {
+	cfg      *pgx.ConnConfig
+	channel  string
+	log      *slog.Logger
+	secrets  []string
+	onNotify func(name string)
+	onListen func()
+	// keepAlive is how long it waits for a notification before it pings.
+	keepAlive time.Duration
+
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when run returns
+	sessions atomic.Int64  // successful LISTENs so far, counted after onListen
+}
+
+// startListener starts the listener goroutine; s.mu is held.
+func (s *Store) startListener() *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := s.pool.Config().ConnConfig
+	if s.opts.appName != "" {
+		cfg.RuntimeParams["application_name"] = s.opts.appName
+	}
+	l := &listener{
+		cfg:       cfg,
+		channel:   s.channel,
+		log:       s.opts.logger,
+		secrets:   s.secrets,
+		onNotify:  s.poke,
+		onListen:  s.pokeAll,
+		keepAlive: s.listenKeepAlive,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+	}
+	go l.run(ctx)
+	return l
+}
+
+// stop stops the listener and waits until its goroutine and connection are
+// gone.
+func (l *listener) stop() {
+	l.cancel()
+	<-l.done
+}
+
+func (l *listener) run(ctx context.Context) {
+	defer close(l.done)
+	backoff := listenBackoffMin
+	for {
+		listened, err := l.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if listened {
+			backoff = listenBackoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		l.log.Warn("pglease: release listener lost its connection; reconnecting",
+			"channel", l.channel, "retry_in", wait, "err", scrub(err.Error(), l.secrets))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, listenBackoffMax)
+	}
+}
+
+// session connects, LISTENs and pokes watchers until the connection fails or
+// ctx ends. listened reports whether LISTEN succeeded. It closes its
+// connection and waits for pgx to finish with it before returning.
+func (l *listener) session(ctx context.Context) (listened bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, l.cfg)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), listenCloseTimeout)
+		_ = conn.Close(cctx)
+		cancel()
+		<-conn.PgConn().CleanupDone()
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		return false, err
+	}
+	l.log.Debug("pglease: release listener connected", "channel", l.channel)
+	l.onListen() // a release may have happened while we were not listening
+	l.sessions.Add(1)
+	for {
+		wctx, cancel := context.WithTimeout(ctx, l.keepAlive)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			if n.Channel == l.channel {
+				l.onNotify(n.Payload)
+			}
+		case ctx.Err() != nil:
+			return true, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return true, err
+			}
+		default:
+			return true, err
+		}
+	}
+}

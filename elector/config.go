@@ -74,7 +74,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("elector: Config.TTL %v must be longer than RenewInterval %v", c.TTL, c.RenewInterval)
 	}
 	trust := c.TTL - SafetyMargin(c.TTL)
-	if 2*c.RenewInterval > trust {
+	if c.RenewInterval > trust/2 { // 2 × RenewInterval ≤ trust, without overflow
 		return c, fmt.Errorf("elector: Config.RenewInterval %v leaves room for fewer than two renewals in the trust window %v (TTL %v minus margin %v)",
 			c.RenewInterval, trust, c.TTL, SafetyMargin(c.TTL))
 	}

@@ -24,15 +24,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := parseDSN(dsn, o)
 	if err != nil {
-		return nil, parseError(dsn, err)
-	}
-	params := cfg.ConnConfig.RuntimeParams
-	if o.appName != "" {
-		params["application_name"] = o.appName
-	} else if params["application_name"] == "" {
-		params["application_name"] = DefaultApplicationName
+		return nil, err
 	}
 	secrets := []string{cfg.ConnConfig.Password}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -45,6 +39,22 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// parseDSN parses dsn into a pool configuration with the application name
+// set. Its errors never contain the password. It does not connect.
+func parseDSN(dsn string, o options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, parseError(dsn, err)
+	}
+	params := cfg.ConnConfig.RuntimeParams
+	if o.appName != "" {
+		params["application_name"] = o.appName
+	} else if params["application_name"] == "" {
+		params["application_name"] = DefaultApplicationName
+	}
+	return cfg, nil
 }
 
 // New returns a Store on pool, which the caller keeps: [Store.Close] does

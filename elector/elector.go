@@ -19,6 +19,8 @@ type Elector interface {
 }
 
 // Term is one period of leadership. Its methods are safe for concurrent use.
+// A term renews its lease until it ends: a caller that no longer needs it
+// must Resign it, even after Done is closed, or the lease stays held.
 type Term interface {
 	// Token is the fencing token: every later term of the same name has a
 	// larger one.

@@ -39,7 +39,13 @@ type Store interface {
 // ReleaseWatcher is an optional interface of a [Store]: it tells waiting
 // candidates that a lease may have become free, so they need not wait for
 // their next poll. The elector stays correct without it; it polls every
-// RetryInterval whether or not a store implements it.
+// RetryInterval whether or not a store implements it. A wrapper that embeds
+// [Store] hides this interface; to keep fast handoff, pass it through:
+//
+//	type counting struct {
+//		elector.Store
+//		elector.ReleaseWatcher // the same store
+//	}
 type ReleaseWatcher interface {
 	// WatchRelease returns a channel that receives a value soon after the
 	// named lease is released (spurious values are allowed), and a stop

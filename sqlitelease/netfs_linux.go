@@ -1,0 +1,39 @@
+//go:build linux
+
+package sqlitelease
+
+import (
+	"fmt"
+	"syscall"
+)
+
+// Magic numbers of network and user-space filesystems (statfs f_type).
+var networkFS = map[uint32]string{
+	0x6969:     "NFS",
+	0x517B:     "SMB",
+	0xFF534D42: "CIFS",
+	0xFE534D42: "SMB2",
+	0x65735546: "FUSE",
+}
+
+// statfsType returns the filesystem type magic of path. Tests replace it.
+var statfsType = func(path string) (uint32, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return uint32(st.Type), nil // magics are 32-bit; Type is int64 or int32 by arch
+}
+
+// networkFSName returns the name of the network filesystem that holds path,
+// or "" if path is on a local filesystem.
+func networkFSName(path string) (string, error) {
+	magic, err := statfsType(path)
+	if err != nil {
+		return "", err
+	}
+	if name, ok := networkFS[magic]; ok {
+		return fmt.Sprintf("%s (statfs type %#x)", name, magic), nil
+	}
+	return "", nil
+}

@@ -1,0 +1,192 @@
+package sqlitelease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// openTimeout bounds how long Open waits for a file that other connections
+// keep locked while it migrates the schema.
+const openTimeout = 30 * time.Second
+
+// ErrNetworkFS is returned by [Open] for a path on a network filesystem,
+// unless [AllowNetworkFS] is given.
+var ErrNetworkFS = errors.New("network filesystems are refused: SQLite locking is unreliable there")
+
+// ErrNotWAL is returned by [Open] when SQLite cannot put the file in WAL
+// mode, which the store needs (typically because the filesystem offers no
+// shared memory, as network filesystems do not).
+var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
+
+// Open opens the lease store in the SQLite file at path, creating the file
+// (mode 0600) and the store's tables if needed; the directory must exist.
+// Opening a file that already holds them is fine, and so is opening one
+// file from several processes of one host at once.
+//
+// Open refuses, with an error that names the path and the cause: a missing
+// or unwritable directory or file, a file that is not an SQLite database or
+// is corrupt, a file on a network filesystem (see [AllowNetworkFS]), a file
+// that cannot use WAL mode ([ErrNotWAL]), and a file whose store schema is
+// newer than this package ([ErrSchemaTooNew]).
+//
+// Every connection runs with journal_mode=WAL, synchronous=NORMAL, the busy
+// timeout of [WithBusyTimeout], and BEGIN IMMEDIATE transactions.
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	abs, err := preparePath(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(abs, cfg))
+	if err != nil {
+		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	s := &Store{path: path, cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
+	s.watch.init(db, cfg.watchInterval)
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	if err := s.setUp(ctx); err != nil {
+		_ = db.Close()
+		return nil, openError(path, err)
+	}
+	return s, nil
+}
+
+// dsn returns the data source name of the file at the absolute path abs.
+// modernc.org/sqlite runs each _pragma on every new connection.
+func dsn(abs string, cfg config) string {
+	return abs + "?_pragma=busy_timeout(" + fmt.Sprint(cfg.busyTimeout.Milliseconds()) + ")" +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(NORMAL)" +
+		"&_txlock=immediate"
+}
+
+// preparePath checks path and creates the file with mode 0600 if it does not
+// exist. It returns the absolute path.
+func preparePath(path string, cfg config) (string, error) {
+	if path == "" {
+		return "", errors.New("sqlitelease: the database path is empty")
+	}
+	if strings.ContainsRune(path, '?') {
+		return "", fmt.Errorf("sqlitelease: open %q: the path contains '?', which the SQLite driver reads as the start of its options", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	dir := filepath.Dir(abs)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("sqlitelease: open %q: the directory %q does not exist: %w", path, dir, err)
+	case errors.Is(err, syscall.ENOTDIR):
+		return "", fmt.Errorf("sqlitelease: open %q: a parent of %q is not a directory: %w", path, dir, err)
+	case err != nil:
+		return "", fmt.Errorf("sqlitelease: open %q: directory %q: %w", path, dir, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("sqlitelease: open %q: %q is not a directory", path, dir)
+	}
+	if !cfg.allowNetworkFS {
+		target := abs
+		if _, err := os.Stat(abs); err != nil {
+			target = dir
+		}
+		name, err := networkFSName(target)
+		if err != nil {
+			return "", fmt.Errorf("sqlitelease: open %q: check the filesystem of %q: %w", path, target, err)
+		}
+		if name != "" {
+			return "", fmt.Errorf("sqlitelease: open %q: %q is on %s: %w; pass AllowNetworkFS() only if no other host ever opens this file",
+				path, target, name, ErrNetworkFS)
+		}
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return "", fmt.Errorf("sqlitelease: open %q: the file or its directory is not writable: %w", path, err)
+	case errors.Is(err, syscall.EISDIR):
+		return "", fmt.Errorf("sqlitelease: open %q: the path is a directory: %w", path, err)
+	case errors.Is(err, syscall.EROFS):
+		return "", fmt.Errorf("sqlitelease: open %q: the filesystem is read-only: %w", path, err)
+	case err != nil:
+		return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	return abs, nil
+}
+
+// setUp checks the file's journal mode, migrates its schema and prepares the
+// lease connection.
+func (s *Store) setUp(ctx context.Context) error {
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	lc := &leaseConn{conn: c}
+	var mode string
+	err = retryBusy(ctx, func() error {
+		return c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+	})
+	if err == nil && !strings.EqualFold(mode, "wal") {
+		err = fmt.Errorf("%w: its journal mode is %q (is it on a network filesystem?)", ErrNotWAL, mode)
+	}
+	if err == nil {
+		err = migrate(ctx, c)
+	}
+	if err == nil {
+		err = lc.prepare(ctx)
+	}
+	if err != nil {
+		_ = lc.close()
+		return err
+	}
+	s.lc = lc
+	return nil
+}
+
+// openError names the path and, for SQLite's own errors, the cause in words.
+func openError(path string, err error) error {
+	var cause string
+	switch sqliteCode(err) {
+	case sqlite3.SQLITE_NOTADB:
+		cause = "the file is not an SQLite database"
+	case sqlite3.SQLITE_CORRUPT:
+		cause = "the database file is corrupt"
+	case sqlite3.SQLITE_CANTOPEN:
+		cause = "SQLite cannot open the file or create its -wal and -shm files next to it"
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM:
+		cause = "the file or its directory is not writable"
+	case sqlite3.SQLITE_IOERR:
+		cause = "I/O error"
+	case sqlite3.SQLITE_FULL:
+		cause = "the disk is full"
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		cause = "other connections kept the database locked"
+	}
+	if cause == "" {
+		return fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	return fmt.Errorf("sqlitelease: open %q: %s: %w", path, cause, err)
+}

@@ -1,0 +1,86 @@
+package sqlitelease
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of the options of [Open].
+const (
+	// DefaultBusyTimeout is how long SQLite itself waits for another
+	// connection's write lock before it reports the database busy. The store
+	// retries a busy lease operation after that, within the caller's context.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultWatchInterval is how often the store checks the file for
+	// changes made by other processes while someone watches for releases
+	// (see [Store.WatchRelease]).
+	DefaultWatchInterval = 20 * time.Millisecond
+)
+
+// An Option configures [Open]. Options are values: the same Option may be
+// given to any number of Open calls. String describes the option, for logs.
+type Option interface {
+	apply(*config)
+	String() string
+}
+
+// config is what the options set.
+type config struct {
+	allowNetworkFS bool
+	busyTimeout    time.Duration
+	watchInterval  time.Duration
+}
+
+func defaultConfig() config {
+	return config{busyTimeout: DefaultBusyTimeout, watchInterval: DefaultWatchInterval}
+}
+
+// validate returns an error naming the first bad value.
+func (c config) validate() error {
+	if c.busyTimeout < 0 {
+		return fmt.Errorf("sqlitelease: busy timeout %v is negative", c.busyTimeout)
+	}
+	if c.watchInterval <= 0 {
+		return fmt.Errorf("sqlitelease: watch interval %v must be positive", c.watchInterval)
+	}
+	return nil
+}
+
+// AllowNetworkFS lets [Open] use a file on a network filesystem (NFS,
+// SMB/CIFS, FUSE). Without it such a path is refused, because SQLite's
+// locking and WAL shared memory are unreliable there and two hosts could
+// both believe they lead. Use it only when a single host opens the file.
+func AllowNetworkFS() Option { return allowNetworkFS{} }
+
+type allowNetworkFS struct{}
+
+func (allowNetworkFS) apply(c *config) { c.allowNetworkFS = true }
+func (allowNetworkFS) String() string  { return "sqlitelease.AllowNetworkFS()" }
+
+// WithBusyTimeout sets SQLite's busy_timeout on every connection: how long a
+// statement waits for another connection's lock before SQLite gives up with
+// SQLITE_BUSY. Lease operations retry after that within their context, so
+// callers never see SQLITE_BUSY from them; job statements on [Store.DB] do
+// see it once d has passed. Zero makes SQLite report busy at once. Default
+// [DefaultBusyTimeout]; a negative d makes Open fail.
+func WithBusyTimeout(d time.Duration) Option { return busyTimeout(d) }
+
+type busyTimeout time.Duration
+
+func (o busyTimeout) apply(c *config) { c.busyTimeout = time.Duration(o) }
+func (o busyTimeout) String() string {
+	return fmt.Sprintf("sqlitelease.WithBusyTimeout(%v)", time.Duration(o))
+}
+
+// WithWatchInterval sets how often the store polls the file for changes by
+// other processes while candidates watch for releases: the cross-process
+// handoff latency is about one interval. Each poll is one cheap PRAGMA
+// data_version. Default [DefaultWatchInterval]; d must be positive.
+func WithWatchInterval(d time.Duration) Option { return watchInterval(d) }
+
+type watchInterval time.Duration
+
+func (o watchInterval) apply(c *config) { c.watchInterval = time.Duration(o) }
+func (o watchInterval) String() string {
+	return fmt.Sprintf("sqlitelease.WithWatchInterval(%v)", time.Duration(o))
+}

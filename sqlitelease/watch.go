@@ -1,0 +1,223 @@
+package sqlitelease
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// WatchRelease implements [elector.ReleaseWatcher]. The returned channel
+// receives a value soon after the lease name may have become free: at once
+// when it is released through this Store, and within about one watch
+// interval (see [WithWatchInterval]) when another process, or another Store
+// on the same file, changes the file and the lease is then free. Spurious
+// values are possible; the channel is never closed. The caller must call
+// stop when it no longer watches.
+//
+// While anyone watches, one goroutine per Store polls PRAGMA data_version on
+// a connection of its own; it stops when the last watcher stops, or at
+// [Store.Close]. After Close the channel never receives.
+func (s *Store) WatchRelease(name string) (released <-chan struct{}, stop func()) {
+	return s.watch.add(name)
+}
+
+// watchState holds the release watchers of a Store and its poller.
+type watchState struct {
+	db       *sql.DB
+	interval time.Duration
+
+	// lifeMu serializes starting and stopping the poller; the poller never
+	// takes it, so stopping may wait for the poller while holding it.
+	lifeMu sync.Mutex
+	poller *poller // guarded by lifeMu; nil while nobody watches
+
+	mu       sync.Mutex // guards watchers, count and closed
+	watchers map[string]map[*watcher]struct{}
+	count    int
+	closed   bool
+}
+
+type watcher struct{ ch chan struct{} }
+
+func (w *watchState) init(db *sql.DB, interval time.Duration) {
+	w.db, w.interval = db, interval
+	w.watchers = make(map[string]map[*watcher]struct{})
+}
+
+func (w *watchState) add(name string) (<-chan struct{}, func()) {
+	wt := &watcher{ch: make(chan struct{}, 1)}
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return wt.ch, func() {}
+	}
+	set := w.watchers[name]
+	if set == nil {
+		set = make(map[*watcher]struct{})
+		w.watchers[name] = set
+	}
+	set[wt] = struct{}{}
+	w.count++
+	w.mu.Unlock()
+	if w.poller == nil {
+		w.poller = startPoller(w)
+	}
+	var once sync.Once
+	return wt.ch, func() { once.Do(func() { w.remove(name, wt) }) }
+}
+
+func (w *watchState) remove(name string, wt *watcher) {
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
+	w.mu.Lock()
+	if set, ok := w.watchers[name]; ok {
+		if _, ok := set[wt]; ok {
+			delete(set, wt)
+			w.count--
+			if len(set) == 0 {
+				delete(w.watchers, name)
+			}
+		}
+	}
+	idle := w.count == 0
+	w.mu.Unlock()
+	if idle && w.poller != nil {
+		w.poller.stop()
+		w.poller = nil
+	}
+}
+
+// close stops the poller and keeps it from starting again.
+func (w *watchState) close() {
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	if w.poller != nil {
+		w.poller.stop()
+		w.poller = nil
+	}
+}
+
+// notify wakes the watchers of the named lease without blocking.
+func (w *watchState) notify(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for wt := range w.watchers[name] {
+		select {
+		case wt.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// names returns the watched lease names.
+func (w *watchState) names() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, 0, len(w.watchers))
+	for name := range w.watchers {
+		names = append(names, name)
+	}
+	return names
+}
+
+// poller is the store's one watching goroutine.
+type poller struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startPoller(w *watchState) *poller {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &poller{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		w.poll(ctx)
+	}()
+	return p
+}
+
+// stop stops the goroutine and waits for it.
+func (p *poller) stop() {
+	p.cancel()
+	<-p.done
+}
+
+// freeSQL returns which of the lease names in the JSON array ?1 have no live
+// term at ?2.
+const freeSQL = `SELECT j.value FROM json_each(?1) AS j
+WHERE NOT EXISTS (SELECT 1 FROM ` + leaseTable + ` AS l WHERE l.name = j.value AND l.expires_at > ?2)`
+
+// poll checks PRAGMA data_version every interval until ctx ends. The value
+// changes whenever another connection committed a change to the file; then
+// poll wakes the watchers of every watched lease that is now free. Lease
+// renewals and job writes change the file too, but wake nobody while the
+// lease stays held. Errors are ignored: the elector's own polling remains
+// the correctness path.
+func (w *watchState) poll(ctx context.Context) {
+	ticker := time.NewTicker(w.interval)
+	defer ticker.Stop()
+	var conn *sql.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	last := int64(-1) // no reading yet
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if conn == nil {
+			c, err := w.db.Conn(ctx)
+			if err != nil {
+				continue
+			}
+			conn, last = c, -1
+		}
+		var version int64
+		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&version); err != nil {
+			_ = conn.Close()
+			conn = nil
+			continue
+		}
+		if version == last {
+			continue
+		}
+		// The first reading wakes the watchers of free leases too: a release
+		// may have come between a candidate's last attempt and this reading.
+		last = version
+		w.wakeFree(ctx, conn)
+	}
+}
+
+// wakeFree wakes the watchers of the watched leases that have no live term.
+func (w *watchState) wakeFree(ctx context.Context, conn *sql.Conn) {
+	names := w.names()
+	if len(names) == 0 {
+		return
+	}
+	list, err := json.Marshal(names)
+	if err != nil {
+		return
+	}
+	rows, err := conn.QueryContext(ctx, freeSQL, string(list), time.Now().UnixMilli())
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if rows.Scan(&name) == nil {
+			w.notify(name)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package airdropexpiry
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults of [Config].
+const (
+	DefaultInterval  = time.Minute
+	DefaultBatchSize = 500
+	DefaultTimeout   = 5 * time.Minute
+)
+
+// Config configures [New]. The zero value is usable: every field has a
+// default.
+type Config struct {
+	// Interval is the time from the start of one expiry pass to the start
+	// of the next. Default DefaultInterval (one minute); must not be
+	// negative.
+	Interval time.Duration
+	// Jitter spreads passes by up to this fraction of Interval either way
+	// (see jobs.WithJitter). Default 0; must be in [0, 1).
+	Jitter float64
+	// BatchSize is the most airdrops one fenced transaction expires. A
+	// pass runs batches until one expires fewer than BatchSize. Default
+	// DefaultBatchSize (500); must not be negative.
+	BatchSize int
+	// Timeout bounds one pass (all its batches). Default DefaultTimeout
+	// (5 minutes); must not be negative.
+	Timeout time.Duration
+	// Now is the clock compared with deadlines and stamped into claimed_at
+	// and expired_at. Default time.Now.
+	Now func() time.Time
+	// OnError receives the error of every failed pass. Default: log it with
+	// slog.Default at level Error.
+	OnError func(ctx context.Context, err error)
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Interval < 0 {
+		return c, fmt.Errorf("airdropexpiry: Interval %v is negative", c.Interval)
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if math.IsNaN(c.Jitter) || c.Jitter < 0 || c.Jitter >= 1 {
+		return c, fmt.Errorf("airdropexpiry: Jitter %v is not in [0, 1)", c.Jitter)
+	}
+	if c.BatchSize < 0 {
+		return c, fmt.Errorf("airdropexpiry: BatchSize %d is negative", c.BatchSize)
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("airdropexpiry: Timeout %v is negative", c.Timeout)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}

@@ -1,0 +1,20 @@
+package webhookretry_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/leaderaware/leaderaware/jobs/webhookretry"
+)
+
+func TestSignature(t *testing.T) {
+	// echo -n '{"event":"paid","id":42}' | openssl dgst -sha256 -hmac whsec_test
+	const want = "sha256=878d58c94b1132cfaef30a4b2045a04d074743ffd6fe69fe4525c76801ca6bbc"
+	secret, body := []byte("whsec_test"), []byte(`{"event":"paid","id":42}`)
+	assert.Equal(t, want, webhookretry.Signature(secret, body))
+	assert.True(t, webhookretry.VerifySignature(secret, body, want))
+	assert.False(t, webhookretry.VerifySignature([]byte("other"), body, want))
+	assert.False(t, webhookretry.VerifySignature(secret, []byte(`{}`), want))
+	assert.False(t, webhookretry.VerifySignature(secret, body, ""))
+}

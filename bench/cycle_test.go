@@ -59,6 +59,7 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			b.ReportMetric(float64(most), "goroutines")
 			b.ReportMetric(float64(settle(base)-base), "left")
+			b.ReportMetric(float64(decorator.Depth(job)), "depth")
 			if got := decorator.Depth(job); got != depth {
 				b.Fatalf("Depth grew from %d to %d", depth, got)
 			}

@@ -87,13 +87,17 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	for {
 		start := time.Now() // the trust window counts from before the store's clock read
 		l, err := e.store.TryAcquire(ctx, e.name, e.cfg.Holder, e.cfg.TTL)
-		if err == nil {
+		switch {
+		case err == nil && time.Now().Before(trustedUntil(start, e.cfg.TTL)):
 			return startTerm(e, l, start), nil
-		}
-		if ctx.Err() != nil {
+		case err == nil:
+			// The acquire took so long that its trust window has closed: the
+			// lease may expire before anyone could use it. Give it back and
+			// try again later.
+			_ = e.store.Release(ctx, l)
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		}
-		if !errors.Is(err, ErrHeld) {
+		case !errors.Is(err, ErrHeld):
 			return nil, fmt.Errorf("elector: campaign for lease %q: %w", e.name, err)
 		}
 		wait := jitter(e.cfg.RetryInterval)

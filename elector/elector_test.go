@@ -321,3 +321,56 @@ func TestTermInContext(t *testing.T) {
 		require.NoError(t, term.Resign(t.Context()))
 	})
 }
+
+// slowStore delays TryAcquire and Renew by a bubble-time duration.
+type slowStore struct {
+	countingStore
+	acquireDelay, renewDelay atomic.Int64 // nanoseconds
+}
+
+func (s *slowStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+	time.Sleep(time.Duration(s.acquireDelay.Load()))
+	return s.countingStore.TryAcquire(ctx, name, holder, ttl)
+}
+
+func (s *slowStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
+	time.Sleep(time.Duration(s.renewDelay.Load()))
+	return s.countingStore.Renew(ctx, l, ttl)
+}
+
+func TestCampaignRefusesTermPastItsTrustWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &slowStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		s.acquireDelay.Store(int64(fast.TTL)) // the store answers after the trust window closed
+		e := newElector(t, s, "a", fast)
+		done := make(chan elector.Term)
+		go func() {
+			term, err := e.Campaign(t.Context())
+			assert.NoError(t, err)
+			done <- term
+		}()
+		time.Sleep(fast.TTL + time.Millisecond)
+		synctest.Wait()
+		assert.EqualValues(t, 1, s.releases.Load(), "a term acquired too slowly is given back")
+		s.acquireDelay.Store(0)
+		term := <-done
+		assert.EqualValues(t, 2, term.Token(), "the campaign retries and wins a fresh term")
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}
+
+func TestSlowAcquireStillRenewsInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &slowStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		s.acquireDelay.Store(int64(2 * time.Second)) // inside the 2.7s trust window, past one RenewInterval
+		e := newElector(t, s, "a", fast)
+		term := campaign(t, e)
+		time.Sleep(30 * time.Second)
+		select {
+		case <-term.Done():
+			t.Fatalf("term ended though every renewal succeeded: %v", term.Err())
+		default:
+		}
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}

@@ -39,7 +39,7 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 		lease:       l,
 		token:       l.Token,
 	}
-	go t.renew(ctx, trustedUntil(acquireStart, t.ttl))
+	go t.renew(ctx, acquireStart)
 	return t
 }
 
@@ -97,12 +97,16 @@ func (t *leaseTerm) Resign(ctx context.Context) error {
 	return nil
 }
 
-// renew renews the lease every renewEvery (sooner after a failure) until ctx
-// ends, the store says the lease is lost, or the trust window closes.
-func (t *leaseTerm) renew(ctx context.Context, trustUntil time.Time) {
+// renew renews the lease until ctx ends, the store says the lease is lost,
+// or the trust window closes. Renewals start renewEvery after the start of
+// the last successful acquire or renew (the instant the trust window counts
+// from), so however long a store call took, at least two attempts fit in the
+// window; after a failure it retries sooner.
+func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 	defer close(t.renewExited)
 	retryEvery := max(t.renewEvery/4, time.Millisecond)
-	next := time.Now().Add(t.renewEvery)
+	trustUntil := trustedUntil(acquireStart, t.ttl)
+	next := acquireStart.Add(t.renewEvery)
 	var lastErr error
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
@@ -130,7 +134,7 @@ func (t *leaseTerm) renew(ctx context.Context, trustUntil time.Time) {
 			t.lease = l
 			t.mu.Unlock()
 			trustUntil = trustedUntil(start, t.ttl)
-			next, lastErr = time.Now().Add(t.renewEvery), nil
+			next, lastErr = start.Add(t.renewEvery), nil
 		case ctx.Err() != nil:
 			return // resigned
 		case errors.Is(err, ErrLeaseLost):

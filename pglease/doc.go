@@ -40,6 +40,10 @@
 //     lease; otherwise it reports [elector.ErrLeaseLost].
 //   - Release sets expires_at to now() in the same statement that sends the
 //     NOTIFY.
+//   - A fenced write checks the lease against clock_timestamp(), the time of
+//     the check itself rather than of its transaction's start, and holds the
+//     row FOR SHARE until it commits (which also holds off the holder's own
+//     Renew: keep fenced transactions short).
 //
 // A statement that fails because the connection broke (the server restarted
 // or terminated the backend) is tried once more on a fresh connection when

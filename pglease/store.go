@@ -89,7 +89,7 @@ RETURNING expires_at`
 SELECT released.name FROM released, LATERAL pg_notify($4, released.name)`
 	s.sqlGet = `SELECT holder, token, expires_at FROM ` + t + ` WHERE name = $1 AND expires_at > now()`
 	s.sqlFence = `SELECT token FROM ` + t + `
-WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > now() FOR SHARE`
+WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp() FOR SHARE`
 }
 
 // TryAcquire implements [elector.Store]. It first reads the lease with a

@@ -42,6 +42,7 @@ func newCluster(t *testing.T, args ...string) *cluster {
 func (c *cluster) start(holder string) {
 	c.t.Helper()
 	cmd := exec.Command(leaderproc, append([]string{"-holder", holder}, c.args...)...)
+	cmd.SysProcAttr = dieWithParent()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)
@@ -137,21 +138,38 @@ func (c *cluster) quiet(d time.Duration) {
 	}
 }
 
+// stopAll stops every process gracefully, kills those still running after
+// 10 s, and waits for their readers.
 func (c *cluster) stopAll() {
-	c.mu.Lock()
-	for _, cmd := range c.procs {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-	}
-	c.mu.Unlock()
-	done := make(chan struct{})
+	c.each(func(cmd *exec.Cmd) { _ = cmd.Process.Signal(syscall.SIGTERM) })
+	drained := make(chan struct{})
 	go func() {
 		for range c.events { // keep readers from blocking until they exit
 		}
-		close(done)
+		close(drained)
 	}()
-	c.wg.Wait()
+	exited := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		c.t.Errorf("processes still running 10s after SIGTERM; killing them")
+		c.each(func(cmd *exec.Cmd) { _ = cmd.Process.Kill() })
+		<-exited
+	}
 	close(c.events)
-	<-done
+	<-drained
+}
+
+func (c *cluster) each(fn func(*exec.Cmd)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range c.procs {
+		fn(cmd)
+	}
 }
 
 func timingArgs(ttl, renew, retry time.Duration) []string {

@@ -138,8 +138,14 @@ func preparePath(path string, cfg config) (string, error) {
 }
 
 // setUp checks the file's journal mode, migrates its schema and prepares the
-// lease connection.
+// lease connection. Processes that create one new file at the same moment
+// can find it locked in ways SQLite's busy handler does not wait for (while
+// another connection switches it to WAL), so the whole set-up is retried.
 func (s *Store) setUp(ctx context.Context) error {
+	return retryBusy(ctx, func() error { return s.trySetUp(ctx) })
+}
+
+func (s *Store) trySetUp(ctx context.Context) error {
 	c, err := s.db.Conn(ctx)
 	if err != nil {
 		return err

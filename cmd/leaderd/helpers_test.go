@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
+	"github.com/leaderaware/leaderaware/sqlitelease"
+)
+
+// fastOptions are the options of an instance on db with short timings.
+func fastOptions(db, holder string) options {
+	return options{
+		db:       db,
+		holder:   holder,
+		ttl:      1500 * time.Millisecond,
+		renew:    500 * time.Millisecond,
+		retry:    500 * time.Millisecond,
+		interval: 200 * time.Millisecond,
+		secret:   "test-secret",
+	}
+}
+
+// tempDB returns a path for the lease file in a fresh temporary directory.
+func tempDB(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "leaderd.db")
+}
+
+// instance is a daemon running in-process under serve.
+type instance struct {
+	rec  *recorder
+	stop context.CancelFunc
+	done chan error
+}
+
+// startInstance runs serve with o until stopInstance; its log goes to a
+// recorder.
+func startInstance(t *testing.T, o options) *instance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{rec: newRecorder(), stop: cancel, done: make(chan error, 1)}
+	go func() { in.done <- serve(ctx, o, slog.New(in.rec)) }()
+	t.Cleanup(func() { in.stopAndWait(t) })
+	return in
+}
+
+// stopAndWait stops the instance gracefully and waits for serve to return.
+func (in *instance) stopAndWait(t *testing.T) {
+	t.Helper()
+	in.stop()
+	select {
+	case err, ok := <-in.done:
+		if ok {
+			close(in.done)
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not return 20 s after its context ended")
+	}
+}
+
+// recorder is an slog.Handler that counts the instance's leadership
+// transitions per job, and keeps every line for failure messages.
+type recorder struct {
+	mu       sync.Mutex
+	leading  map[string]int // job → elected − demoted lines
+	messages map[string]int // message → count
+	warnings []string       // lines at Warn or above
+	lines    bytes.Buffer
+	attrs    []slog.Attr // of a handler made by WithAttrs
+	shared   *recorder   // the recorder that holds the state
+}
+
+func newRecorder() *recorder {
+	r := &recorder{leading: map[string]int{}, messages: map[string]int{}}
+	r.shared = r
+	return r
+}
+
+func (r *recorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	var line strings.Builder
+	line.WriteString(rec.Level.String() + " " + rec.Message)
+	job := ""
+	add := func(a slog.Attr) bool {
+		if a.Key == "job" {
+			job = a.Value.String()
+		}
+		line.WriteString(" " + a.String())
+		return true
+	}
+	for _, a := range r.attrs {
+		add(a)
+	}
+	rec.Attrs(add)
+	s := r.shared
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messages[rec.Message]++
+	switch rec.Message {
+	case "elected":
+		s.leading[job]++
+	case "demoted":
+		s.leading[job]--
+	}
+	if rec.Level >= slog.LevelWarn {
+		s.warnings = append(s.warnings, line.String())
+	}
+	s.lines.WriteString(line.String() + "\n")
+	return nil
+}
+
+func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recorder{attrs: append(slices.Clip(r.attrs), as...), shared: r.shared}
+}
+
+func (r *recorder) WithGroup(string) slog.Handler { return r }
+
+// leads returns how many terms of job the instance holds now, by its log.
+func (r *recorder) leads(job string) int {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	return r.shared.leading[job]
+}
+
+// count returns how many lines had the message msg.
+func (r *recorder) count(msg string) int {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	return r.shared.messages[msg]
+}
+
+// String returns the recorded lines.
+func (r *recorder) String() string {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	return r.shared.lines.String()
+}
+
+// warns returns the lines at Warn level or above.
+func (r *recorder) warns() []string {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	return slices.Clone(r.shared.warnings)
+}
+
+// statusTable runs `leaderd status -db db` and returns its table as rows of
+// fields, without the header.
+func statusTable(t *testing.T, db string) [][]string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"status", "-db", db}, &stderr, &stdout); code != 0 {
+		t.Fatalf("leaderd status: exit code %d, stderr %q", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "JOB") {
+		t.Fatalf("leaderd status printed no header:\n%s", stdout.String())
+	}
+	var rows [][]string
+	for _, l := range lines[1:] {
+		rows = append(rows, strings.Fields(l))
+	}
+	return rows
+}
+
+// expiredAirdrops returns how many airdrops in db have been expired, each
+// by a term with a token. It may run on a goroutine of testify's: it
+// reports errors with t.Errorf and returns 0.
+func expiredAirdrops(t *testing.T, db string) int {
+	s, err := sqlitelease.Open(db)
+	if err != nil {
+		t.Errorf("open %s: %v", db, err)
+		return 0
+	}
+	defer s.Close()
+	var n int
+	err = s.DB().QueryRow(`SELECT count(*) FROM ` + airdropexpiry.Table + ` WHERE expired_at IS NOT NULL AND expired_token > 0`).Scan(&n)
+	if err != nil {
+		t.Errorf("count expired airdrops: %v", err)
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/jobs/webhookretry"
+)
+
+// TestTwoInstances runs two daemons on one file: each job leads on exactly
+// one of them, status lists the three jobs with their holders, and when
+// one stops, the other leads every job within a second.
+func TestTwoInstances(t *testing.T) {
+	db := tempDB(t)
+	a := startInstance(t, fastOptions(db, "instance-a"))
+	// b starts once a has created the file: two first Opens of a new file
+	// at once can fail with SQLITE_BUSY (a sqlitelease issue, reported).
+	require.Eventually(t, func() bool { return a.rec.count("leaderd running") == 1 }, 5*time.Second, 5*time.Millisecond,
+		"a should start\n%s", a.rec)
+	b := startInstance(t, fastOptions(db, "instance-b"))
+
+	eachOnOne := func() bool {
+		for _, job := range leases {
+			if a.rec.leads(job)+b.rec.leads(job) != 1 || a.rec.leads(job) < 0 || b.rec.leads(job) < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	require.Eventually(t, eachOnOne, 5*time.Second, 10*time.Millisecond, "each job should lead on exactly one instance")
+	require.Never(t, func() bool { return !eachOnOne() }, time.Second, 20*time.Millisecond,
+		"each job should keep leading on exactly one instance\na:\n%s\nb:\n%s", a.rec, b.rec)
+
+	rows := statusTable(t, db)
+	require.Len(t, rows, len(leases), "status should list the three jobs")
+	for i, job := range leases {
+		row := rows[i]
+		require.Len(t, row, 4, "status row %q", row)
+		assert.Equal(t, job, row[0])
+		want := "instance-a"
+		if b.rec.leads(job) == 1 {
+			want = "instance-b"
+		}
+		assert.Equal(t, want, row[1], "holder of %s", job)
+		assert.NotEqual(t, "free", row[3], "%s should be held", job)
+	}
+	assert.Positive(t, a.rec.count("prices fetched")+b.rec.count("prices fetched"), "the price-refresh leader should fetch prices")
+	require.Eventually(t, func() bool { return expiredAirdrops(t, db) > 0 }, 5*time.Second, 20*time.Millisecond,
+		"the airdrop-expiry leader should expire the demo airdrops")
+
+	// Stop a: its jobs move to b within a second, and b leads all three.
+	a.stopAndWait(t)
+	for _, job := range leases {
+		assert.Zero(t, a.rec.leads(job), "a stopped but still leads %s", job)
+	}
+	require.Eventually(t, func() bool {
+		for _, job := range leases {
+			if b.rec.leads(job) != 1 {
+				return false
+			}
+		}
+		return true
+	}, time.Second, 5*time.Millisecond, "b should lead every job within 1 s of a's stop\nb:\n%s", b.rec)
+	for _, row := range statusTable(t, db) {
+		assert.Equal(t, "instance-b", row[1], "status row %q", row)
+	}
+
+	b.stopAndWait(t)
+	for _, row := range statusTable(t, db) {
+		assert.Equal(t, "free", row[3], "after both stopped, status row %q", row)
+	}
+	assert.Empty(t, a.rec.warns(), "a warned")
+	assert.Empty(t, b.rec.warns(), "b warned")
+}
+
+// TestHTTPSourcesAndWebhooks runs one daemon with -price-url and
+// -webhook-url on test servers: it reads prices from the URL, and the
+// webhooks it enqueues arrive, signed with -secret.
+func TestHTTPSourcesAndWebhooks(t *testing.T) {
+	var priceGets, hooks, badSignatures atomic.Int64
+	prices := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		priceGets.Add(1)
+		fmt.Fprint(w, `{"ACME": 42.5}`)
+	}))
+	defer prices.Close()
+	o := fastOptions(tempDB(t), "solo")
+	hookSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !webhookretry.VerifySignature([]byte(o.secret), body, r.Header.Get(webhookretry.SignatureHeader)) {
+			badSignatures.Add(1)
+		}
+		hooks.Add(1)
+	}))
+	defer hookSrv.Close()
+	o.priceURL, o.webhookURL = prices.URL, hookSrv.URL
+
+	in := startInstance(t, o)
+	require.Eventually(t, func() bool { return priceGets.Load() > 0 && hooks.Load() > 0 }, 5*time.Second, 10*time.Millisecond,
+		"the daemon should fetch prices and deliver a webhook\n%s", in.rec)
+	in.stopAndWait(t)
+	assert.Zero(t, badSignatures.Load(), "webhooks with a bad signature")
+	assert.Contains(t, in.rec.String(), "ACME=42.5")
+	assert.Empty(t, in.rec.warns())
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestFlagsRefuse checks that bad flags exit with code 2 and a message
+// naming the bad value, before anything is opened.
+func TestFlagsRefuse(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"TTL not above renew":    {[]string{"-ttl", "1s", "-renew", "1s"}, "-ttl 1s, -renew 1s"},
+		"renew leaves no room":   {[]string{"-ttl", "3s", "-renew", "1500ms"}, "RenewInterval 1.5s"},
+		"negative retry":         {[]string{"-retry", "-1s"}, "-retry -1s"},
+		"not a duration":         {[]string{"-ttl", "soon"}, `"soon"`},
+		"zero interval":          {[]string{"-interval", "0s"}, "-interval 0s"},
+		"price URL scheme":       {[]string{"-price-url", "ftp://prices.example"}, `-price-url "ftp://prices.example"`},
+		"relative price URL":     {[]string{"-price-url", "/prices"}, `-price-url "/prices"`},
+		"webhook URL no scheme":  {[]string{"-webhook-url", "localhost:9000/hook"}, `"localhost:9000/hook"`},
+		"empty holder":           {[]string{"-holder", ""}, "-holder"},
+		"holder with line break": {[]string{"-holder", "a\nb"}, `"a\nb"`},
+		"empty db":               {[]string{"-db", ""}, "-db is empty"},
+		"empty secret":           {[]string{"-secret", ""}, "-secret is empty"},
+		"unknown flag":           {[]string{"-bogus"}, "-bogus"},
+		"argument":               {[]string{"stats"}, `"stats"`},
+		"status argument":        {[]string{"status", "now"}, `"now"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			var stderr, stdout strings.Builder
+			code := run(context.Background(), tc.args, &stderr, &stdout)
+			assert.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
+			assert.Contains(t, stderr.String(), tc.want)
+			assert.NoFileExists(t, defaultDB, "a bad flag must not open the file")
+		})
+	}
+}
+
+func TestFlagDefaults(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "leaderaware.db", o.db)
+	assert.Equal(t, 3*time.Second, o.ttl)
+	assert.Equal(t, time.Second, o.renew)
+	assert.Equal(t, time.Second, o.retry)
+	assert.Equal(t, defaultHolder(), o.holder)
+	assert.Regexp(t, `^.+-\d+$`, o.holder, "host-pid")
+	assert.Empty(t, o.priceURL)
+	assert.Empty(t, o.webhookURL)
+
+	var stderr strings.Builder
+	assert.Zero(t, run(context.Background(), []string{"-h"}, &stderr, io.Discard), "-h exits 0")
+	assert.Contains(t, stderr.String(), "leaderd status")
+}
+
+// TestStatusMissingFile checks that status names a missing file and does
+// not create it.
+func TestStatusMissingFile(t *testing.T) {
+	db := tempDB(t)
+	var stderr strings.Builder
+	assert.Equal(t, 1, run(context.Background(), []string{"status", "-db", db}, &stderr, io.Discard))
+	assert.Contains(t, stderr.String(), db)
+	assert.NoFileExists(t, db)
+}
+
+func TestPrintLeases(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out strings.Builder
+	require.NoError(t, printLeases(&out, []elector.Lease{
+		{Name: "airdrop-expiry", Holder: "host-1", Token: 7, ExpiresAt: now.Add(2345 * time.Millisecond)},
+		{Name: "price-refresh", Holder: "host-22", Token: 12, ExpiresAt: now.Add(-time.Second)},
+	}, now))
+	assert.Equal(t, ""+
+		"JOB             HOLDER   TOKEN  EXPIRES IN\n"+
+		"airdrop-expiry  host-1   7      2.3s\n"+
+		"price-refresh   host-22  12     free\n", out.String())
+
+	out.Reset()
+	require.NoError(t, printLeases(&out, nil, now))
+	assert.Contains(t, out.String(), "no leases")
+}

@@ -1,0 +1,56 @@
+package fxmodule_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"go.uber.org/fx"
+
+	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/fxmodule"
+)
+
+// Reporter is the job's type in the graph: an interface of its own, so
+// that LeaderJob can decorate it and nothing else.
+type Reporter decorator.Job
+
+// reporter is a job that says when it starts and stops.
+type reporter struct{ started chan<- struct{} }
+
+func (r *reporter) Start(context.Context) error {
+	fmt.Println("started")
+	close(r.started)
+	return nil
+}
+
+func (r *reporter) Stop(context.Context) error {
+	fmt.Println("stopped")
+	return nil
+}
+
+// Example runs one job leader-aware in an fx app. The leases live in
+// memory here (WithStore); drop that line to keep them in the SQLite file
+// leaderaware.db, shared by every replica on the host.
+func Example() {
+	started := make(chan struct{})
+	app := fx.New(
+		fx.NopLogger,
+		fxmodule.Module(fxmodule.Config{}),
+		fxmodule.WithStore(elector.NewMemoryStore()),
+		fx.Provide(func() Reporter { return &reporter{started: started} }),
+		fxmodule.LeaderJob[Reporter]("reporter"),
+	)
+	ctx := context.Background()
+	if err := app.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-started // the job starts once this replica leads
+	if err := app.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// started
+	// stopped
+}

@@ -1,0 +1,157 @@
+package fxmodule_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/fxmodule"
+)
+
+// testJob is the job type the tests put in the graph.
+type testJob decorator.Job
+
+// fast are short timings: a crashed leader is replaced within about 2 s, a
+// stopped one at once.
+var fast = elector.Config{TTL: 1500 * time.Millisecond, RenewInterval: 500 * time.Millisecond, RetryInterval: 500 * time.Millisecond}
+
+// handoffBound is how soon another app must run the job after the leader
+// app stopped. The expected time is tens of milliseconds (the SQLite store
+// wakes waiting candidates); the bound leaves a wide margin.
+const handoffBound = time.Second
+
+// counters are shared by the inner jobs of several apps.
+type counters struct {
+	running    atomic.Int64 // inner jobs running now, over all apps
+	maxRunning atomic.Int64 // the most that ever ran at once
+}
+
+// countingJob is an inner job that counts its Starts and Stops and checks
+// that its term is in the context.
+type countingJob struct {
+	shared  *counters
+	starts  atomic.Int64
+	stops   atomic.Int64
+	running atomic.Bool
+	noTerm  atomic.Int64 // Starts without a term in the context
+}
+
+func newCountingJob(shared *counters) *countingJob {
+	if shared == nil {
+		shared = new(counters)
+	}
+	return &countingJob{shared: shared}
+}
+
+func (j *countingJob) Start(ctx context.Context) error {
+	if _, ok := elector.TermFromContext(ctx); !ok {
+		j.noTerm.Add(1)
+	}
+	j.starts.Add(1)
+	j.running.Store(true)
+	n := j.shared.running.Add(1)
+	for {
+		m := j.shared.maxRunning.Load()
+		if n <= m || j.shared.maxRunning.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return nil
+}
+
+func (j *countingJob) Stop(context.Context) error {
+	j.stops.Add(1)
+	if j.running.Swap(false) {
+		j.shared.running.Add(-1)
+	}
+	return nil
+}
+
+// hookCounter is an fx logger that counts lifecycle hooks run, and keeps
+// fx quiet.
+type hookCounter struct {
+	onStart, onStop atomic.Int64
+}
+
+func (h *hookCounter) LogEvent(e fxevent.Event) {
+	switch e.(type) {
+	case *fxevent.OnStartExecuting:
+		h.onStart.Add(1)
+	case *fxevent.OnStopExecuting:
+		h.onStop.Add(1)
+	}
+}
+
+// quiet silences fx's own log.
+var quiet = fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger })
+
+// jobApp returns an app with Module on path, inner as testJob and
+// LeaderJob, and puts the job the graph hands out in *got if got is not nil.
+func jobApp(t *testing.T, path, holder string, inner *countingJob, got *testJob, extra ...fx.Option) *fxtest.App {
+	t.Helper()
+	cfg := fast
+	cfg.Holder = holder
+	opts := []fx.Option{
+		quiet,
+		fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: cfg}),
+		fx.Provide(func() testJob { return inner }),
+		fxmodule.LeaderJob[testJob]("test-job"),
+	}
+	if got != nil {
+		opts = append(opts, fx.Populate(got))
+	}
+	return fxtest.New(t, append(opts, extra...)...)
+}
+
+// dbPath returns a path for a lease file in a fresh temporary directory.
+func dbPath(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "leases.db")
+}
+
+// assertNoFile asserts that nothing exists at path.
+func assertNoFile(t *testing.T, path string) {
+	t.Helper()
+	_, err := os.Stat(path)
+	assert.Truef(t, errors.Is(err, fs.ErrNotExist), "%s exists (stat error %v); the SQLite file must not be opened", path, err)
+}
+
+// waitGoroutines waits until the number of goroutines is at most n, and
+// fails the test if it stays above for 5 s. It polls on the test's own
+// goroutine: testify's Eventually runs its condition on a goroutine of its
+// own, which would count.
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines: %d, baseline %d\n%s", runtime.NumGoroutine(), n, stacks())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stacks returns the stacks of all goroutines.
+func stacks() string {
+	b := make([]byte, 1<<20)
+	return string(b[:runtime.Stack(b, true)])
+}
+
+// fxtestNew is fxtest.New with fx's log silenced.
+func fxtestNew(t *testing.T, opts ...fx.Option) *fxtest.App {
+	t.Helper()
+	return fxtest.New(t, append([]fx.Option{quiet}, opts...)...)
+}

@@ -1,0 +1,52 @@
+package fxmodule
+
+import (
+	"fmt"
+
+	"go.uber.org/fx"
+
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+// DefaultSQLitePath is the lease file [Module] opens when Config.SQLitePath
+// is empty, relative to the working directory.
+const DefaultSQLitePath = "leaderaware.db"
+
+// Config configures [Module].
+type Config struct {
+	// SQLitePath is the SQLite file that holds the leases. Default
+	// [DefaultSQLitePath]. Every replica on the host must use the same
+	// file; its directory must exist.
+	SQLitePath string
+	// Elector sets the timings and holder name of every job's elector; the
+	// zero value takes the defaults of [elector.Config]. A Holder set here
+	// names this replica in every job's lease: it must differ between
+	// replicas (jobs of one app may share it, as their leases differ), and
+	// a restarted replica that keeps it waits for its old leases to expire.
+	// Empty, each elector gets a unique default.
+	Elector elector.Config
+}
+
+// Module is the fx module "leaderaware". It provides:
+//
+//   - elector.Config: cfg.Elector, as given (zero fields take their
+//     defaults in each elector);
+//   - *sqlitelease.Store: the SQLite file at cfg.SQLitePath, opened when
+//     something first asks for it and closed by an OnStop hook, after the
+//     OnStop hooks of everything constructed later (such as the jobs);
+//   - elector.Store: that *sqlitelease.Store, unless [WithStore] replaces
+//     it (and then the file is not opened unless something asks for
+//     *sqlitelease.Store itself).
+//
+// A bad cfg.Elector becomes an error from fx.New (app.Err), naming the bad
+// value, before anything is constructed or opened.
+func Module(cfg Config) fx.Option {
+	if err := cfg.Elector.Validate(); err != nil {
+		return fx.Error(fmt.Errorf("fxmodule.Module: %w", err))
+	}
+	return fx.Module("leaderaware",
+		fx.Supply(cfg.Elector),
+		fx.Supply(fx.Private, cfg),
+		fx.Provide(NewSQLiteStore, sqliteAsElectorStore),
+	)
+}

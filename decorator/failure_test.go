@@ -164,9 +164,10 @@ func TestTermEndsOnItsOwn(t *testing.T) {
 				store := newCountingStore()
 				h := &hookLog{}
 				type stopSeen struct {
-					live     bool
-					deadline time.Duration
-					token    uint64
+					live      bool
+					deadline  time.Duration
+					token     uint64
+					rivalHeld bool // a rival asking the store now is refused
 				}
 				var seen box[stopSeen]
 				job := &fakeJob{stopFn: func(ctx context.Context) error {
@@ -178,6 +179,8 @@ func TestTermEndsOnItsOwn(t *testing.T) {
 					if term, ok := elector.TermFromContext(ctx); ok {
 						s.token = term.Token()
 					}
+					_, err := store.mem.TryAcquire(ctx, leaseName, "rival", time.Second)
+					s.rivalHeld = errors.Is(err, elector.ErrHeld)
 					seen.set(s)
 					return nil
 				}}
@@ -195,8 +198,8 @@ func TestTermEndsOnItsOwn(t *testing.T) {
 				time.Sleep(3 * time.Second) // past the trust window (2.7s)
 				synctest.Wait()
 				require.EqualValues(t, 1, job.stops.Load())
-				require.Equal(t, stopSeen{live: true, deadline: 5 * time.Second, token: 1}, seen.get(),
-					"inner Stop gets a fresh, live ctx with the stop timeout and the term")
+				require.Equal(t, stopSeen{live: true, deadline: 5 * time.Second, token: 1, rivalHeld: true}, seen.get(),
+					"inner Stop gets a fresh, live ctx with the stop timeout and the term, before the store lets anyone else acquire")
 				require.EqualValues(t, 1, h.demoted.Load())
 				require.ErrorIs(t, h.getCauses()[0], tc.want)
 

@@ -29,9 +29,11 @@ type Config struct {
 	// when it is not woken earlier. Each wait is jittered between half of it
 	// and all of it. Default 2s.
 	RetryInterval time.Duration
-	// Holder names this candidate in the store. It must be unique per elector:
-	// two electors with one holder name are one candidate to the store.
-	// Default host-pid-random.
+	// Holder names this candidate in the store. Candidates for one lease
+	// name must have different holders: two electors with one holder name
+	// are one candidate to the store. Electors of different lease names may
+	// share one (one holder per replica). Default host-pid-random, unique
+	// per elector.
 	Holder string
 }
 

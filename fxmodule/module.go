@@ -40,6 +40,12 @@ type Config struct {
 //
 // A bad cfg.Elector becomes an error from fx.New (app.Err), naming the bad
 // value, before anything is constructed or opened.
+//
+// If fx.New fails after the store was opened (a later constructor returned
+// an error), fx runs no OnStop hook, so the file stays open until the
+// process exits, as fx apps do when fx.New fails. Bad input that this
+// package can see (a J that cannot be decorated, a bad lease name or
+// elector config) fails before the store is opened.
 func Module(cfg Config) fx.Option {
 	if err := cfg.Elector.Validate(); err != nil {
 		return fx.Error(fmt.Errorf("fxmodule.Module: %w", err))

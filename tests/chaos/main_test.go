@@ -9,8 +9,9 @@
 // that leaderless gaps stayed bounded (see check_test.go for the exact
 // invariants and bounds).
 //
-// The defaults keep CI short: 5 processes, 20 s per store. Longer runs take
-// the flags, and a -timeout that fits both stores:
+// The defaults: 5 processes, 60 s per store in CI (the CI environment
+// variable is "true") and 20 s elsewhere, so a plain go test ./... stays
+// quick. Longer runs take the flags, and a -timeout that fits both stores:
 //
 //	go test -race ./tests/chaos/ -v -chaos.duration=5m -timeout=15m
 //	go test ./tests/chaos/ -run Postgres -chaos.procs=8 -chaos.seed=42
@@ -30,7 +31,7 @@ import (
 )
 
 var (
-	flagDuration = flag.Duration("chaos.duration", 20*time.Second, "how long chaos runs on each store")
+	flagDuration = flag.Duration("chaos.duration", defaultDuration(), "how long chaos runs on each store (default 60s when CI=true, else 20s)")
 	flagProcs    = flag.Int("chaos.procs", 5, "number of processes (at least 3)")
 	flagSeed     = flag.Uint64("chaos.seed", 0, "random seed of the chaos schedule (0: a random one, printed)")
 	flagHold     = flag.Duration("chaos.hold", 0, "how long each fenced transaction stays open after its insert: "+
@@ -62,4 +63,12 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(code)
 	}))
+}
+
+// defaultDuration is 60 s per store in CI and 20 s elsewhere.
+func defaultDuration() time.Duration {
+	if os.Getenv("CI") == "true" {
+		return time.Minute
+	}
+	return 20 * time.Second
 }

@@ -3,6 +3,7 @@ package decorator_test
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -78,10 +79,17 @@ func TestRestartWaitsForPreviousRun(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
 		require.ErrorIs(t, d.Stop(short), context.DeadlineExceeded)
-		require.NoError(t, d.Start(ctx), "Start while the previous run is finishing")
+		before := runtime.NumGoroutine()
+		for range 50 { // restarts while the old run finishes start nothing and pile up no goroutines
+			short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+			require.ErrorIs(t, d.Start(short), context.DeadlineExceeded, "Start waits for the previous run, bounded by its ctx")
+			require.ErrorIs(t, d.Stop(short), context.DeadlineExceeded, "Stop waits for the run still finishing")
+			cancel()
+		}
 		synctest.Wait()
+		require.Equal(t, before, runtime.NumGoroutine(), "no goroutine per refused restart")
 		require.EqualValues(t, 1, job.starts.Load(), "the new run waits for the old one")
-		time.Sleep(5 * time.Second)
+		require.NoError(t, d.Start(ctx), "Start waits until the previous run has finished")
 		synctest.Wait()
 		require.EqualValues(t, 2, job.starts.Load())
 		require.EqualValues(t, 1, x.peak.Load())

@@ -109,10 +109,11 @@ type run struct {
 // Start launches the campaign on one goroutine and returns nil at once. The
 // inner job starts when a term is won. Start on a started job does nothing
 // and returns nil. If the previous campaign is still finishing (its Stop
-// returned early because its context ended), the new one waits for it before
-// campaigning, so two inner jobs never run at once. Start returns an error,
-// and starts nothing, if Decorate got a nil job, a nil elector or a bad
-// option value.
+// returned early because its context ended), Start first waits for it,
+// bounded by ctx, so two inner jobs never run at once and restarts never
+// pile up goroutines; if ctx ends first, Start returns ctx's error and starts
+// nothing. Start returns an error, and starts nothing, if Decorate got a nil
+// job, a nil elector or a bad option value.
 func (d *decorated) Start(ctx context.Context) error {
 	if d.err != nil {
 		return d.err
@@ -120,18 +121,39 @@ func (d *decorated) Start(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("decorator: Start of %s: nil context", d.jobName)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cur != nil {
-		return nil
+	for {
+		d.mu.Lock()
+		if d.cur != nil {
+			d.mu.Unlock()
+			return nil
+		}
+		last := d.last
+		if last == nil || isClosed(last.done) {
+			base := context.WithoutCancel(ctx)
+			runCtx, cancel := context.WithCancel(base)
+			r := &run{cancel: cancel, stop: make(chan context.Context, 1), done: make(chan struct{})}
+			d.cur, d.last = r, r
+			d.mu.Unlock()
+			go d.gate(runCtx, base, r)
+			return nil
+		}
+		d.mu.Unlock()
+		select {
+		case <-last.done:
+		case <-ctx.Done():
+			return fmt.Errorf("decorator: start %s: the previous run is still stopping: %w", d.jobName, ctx.Err())
+		}
 	}
-	base := context.WithoutCancel(ctx)
-	runCtx, cancel := context.WithCancel(base)
-	r := &run{cancel: cancel, stop: make(chan context.Context, 1), done: make(chan struct{})}
-	prev := d.last
-	d.cur, d.last = r, r
-	go d.gate(runCtx, base, r, prev)
-	return nil
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // Stop ends the campaign, stops the inner job with ctx if it runs, resigns

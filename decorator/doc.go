@@ -42,6 +42,18 @@
 // escapes. A running decorated job has at most two goroutines (the gate and
 // the term's renewal inside the elector), and none after Stop.
 //
+// # What the inner job must do
+//
+// The term in the inner job's contexts belongs to the decorated job: the job
+// may read its Token and watch its Done channel (a term can end while the
+// job runs, and its Start context is not cancelled when it does), but must
+// not Resign it; to step down, the application calls Stop. A term that ends
+// on its own ends TTL/10 before the store lets another replica acquire: a
+// job that must never overlap its successor should stop within that margin
+// ([WithStopTimeout] bounds the context it gets); fenced writes refuse a
+// slower job's writes either way. Do not call the decorated job's Stop from
+// a hook or from the inner job: the gate would wait for itself.
+//
 // # Built once
 //
 // The middleware chain ([WithMiddleware], [Chain]), the composed [Hooks]

@@ -258,3 +258,59 @@ func TestMisbehavingElector(t *testing.T) {
 		require.Equal(t, []string{"error", "error", "elected 1", "error", "demoted 1"}, h.ev.all())
 	})
 }
+
+// TestNoStartAfterTermEndedInOnElected: a term that ends while OnElected runs
+// never starts the inner job, and the campaign goes on.
+func TestNoStartAfterTermEndedInOnElected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := newCountingStore()
+		h := &hookLog{}
+		slowOnce := true
+		job := &fakeJob{}
+		d := decorator.Decorate[decorator.Job](job, newElector(t, store, "a"),
+			decorator.WithHooks(decorator.Hooks{OnElected: func(context.Context, elector.Term) {
+				if slowOnce {
+					slowOnce = false
+					store.failRenew.Store(&errStoreDown)
+					time.Sleep(3 * time.Second) // past the 2.7s trust window
+					store.failRenew.Store(nil)
+				}
+			}}),
+			decorator.WithHooks(h.hooks()))
+		require.NoError(t, d.Start(ctx))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Equal(t, []string{"elected 1", "demoted 1", "elected 2"}, h.ev.all())
+		require.ErrorIs(t, h.getCauses()[0], elector.ErrLeaseExpired)
+		require.EqualValues(t, 1, job.starts.Load(), "only the second term started the job")
+		require.NoError(t, d.Stop(ctx))
+	})
+}
+
+// TestNoStartAfterStopInOnElected: a Stop that arrives while OnElected runs
+// means the inner job never starts.
+func TestNoStartAfterStopInOnElected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := newCountingStore()
+		h := &hookLog{}
+		release := make(chan struct{})
+		job := &fakeJob{}
+		d := decorator.Decorate[decorator.Job](job, newElector(t, store, "a"),
+			decorator.WithHooks(decorator.Hooks{OnElected: func(context.Context, elector.Term) { <-release }}),
+			decorator.WithHooks(h.hooks()))
+		require.NoError(t, d.Start(ctx))
+		synctest.Wait()
+		stopped := make(chan error)
+		go func() { stopped <- d.Stop(ctx) }()
+		synctest.Wait()
+		close(release)
+		require.NoError(t, <-stopped)
+		require.Zero(t, job.starts.Load(), "the job must not start after Stop")
+		require.Equal(t, []string{"elected 1", "demoted 1"}, h.ev.all())
+		require.ErrorIs(t, h.getCauses()[0], elector.ErrResigned)
+		_, err := store.mem.Get(ctx, leaseName)
+		require.ErrorIs(t, err, elector.ErrNoLease, "the lease is free")
+	})
+}

@@ -15,11 +15,8 @@ var errNoTerm = errors.New("the elector returned a nil term and no error")
 // inner job for each term won, and campaigns again until Stop. runCtx ends
 // when Stop is called (after Stop's context was sent on r.stop); base has the
 // values of the decorated Start's context and no cancellation.
-func (d *decorated) gate(runCtx, base context.Context, r *run, prev *run) {
+func (d *decorated) gate(runCtx, base context.Context, r *run) {
 	defer close(r.done)
-	if prev != nil {
-		<-prev.done // never two inner jobs at once
-	}
 	bo := backoff{min: d.backoffMin, max: d.backoffMax}
 	for runCtx.Err() == nil {
 		term, err := d.campaign(runCtx)
@@ -31,6 +28,9 @@ func (d *decorated) gate(runCtx, base context.Context, r *run, prev *run) {
 			return
 		}
 		if err != nil {
+			if !isNil(term) { // an Elector that returned a term and an error
+				d.resign(base, term, base)
+			}
 			d.report(base, fmt.Errorf("decorator: campaign for %s: %w", d.jobName, err))
 			if !sleep(runCtx, bo.next()) {
 				return
@@ -48,6 +48,20 @@ func (d *decorated) gate(runCtx, base context.Context, r *run, prev *run) {
 func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term, bo *backoff) (stopped bool) {
 	tctx := elector.ContextWithTerm(base, term)
 	d.elected(tctx, term)
+	select {
+	case <-term.Done():
+		// The term ended while OnElected ran: never start a job without a
+		// lease.
+		d.resign(tctx, term, base)
+		d.demoted(tctx, term, term.Err())
+		return false
+	case sctx := <-r.stop:
+		// Stop arrived while OnElected ran: the job never starts.
+		d.resign(tctx, term, sctx)
+		d.demoted(tctx, term, elector.ErrResigned)
+		return true
+	default:
+	}
 	sctx, cancel := context.WithTimeout(tctx, d.startTimeout)
 	err := callStart(sctx, d.inner)
 	cancel()

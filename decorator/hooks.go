@@ -70,7 +70,7 @@ func (d *decorated) demoted(ctx context.Context, t elector.Term, cause error) {
 // report hands err to the OnError hooks, or logs it when there are none.
 func (d *decorated) report(ctx context.Context, err error) {
 	if len(d.hooks.errors) == 0 {
-		d.log.LogAttrs(ctx, slog.LevelError, "leader job error",
+		d.logAttrs(ctx, slog.LevelError, "leader job error",
 			slog.String("job", d.jobName), slog.Any("err", err))
 		return
 	}
@@ -83,7 +83,7 @@ func (d *decorated) report(ctx context.Context, err error) {
 func (d *decorated) callHook(ctx context.Context, name string, f func()) {
 	defer func() {
 		if v := recover(); v != nil {
-			d.log.LogAttrs(ctx, slog.LevelError, "leader job hook panicked",
+			d.logAttrs(ctx, slog.LevelError, "leader job hook panicked",
 				slog.String("job", d.jobName), slog.String("hook", name),
 				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 		}
@@ -93,6 +93,7 @@ func (d *decorated) callHook(ctx context.Context, name string, f func()) {
 
 // logTerm logs a transition at Debug with the lease that ctx carries.
 func (d *decorated) logTerm(ctx context.Context, msg string, cause error) {
+	defer func() { _ = recover() }() // a panicking handler must not escape
 	if !d.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
@@ -106,5 +107,12 @@ func (d *decorated) logTerm(ctx context.Context, msg string, cause error) {
 	if cause != nil {
 		attrs = append(attrs, slog.Any("cause", cause))
 	}
-	d.log.LogAttrs(ctx, slog.LevelDebug, msg, attrs...)
+	d.logAttrs(ctx, slog.LevelDebug, msg, attrs...)
+}
+
+// logAttrs logs through the job's logger; a panicking handler is ignored,
+// so that no panic escapes the gate goroutine.
+func (d *decorated) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	defer func() { _ = recover() }()
+	d.log.LogAttrs(ctx, level, msg, attrs...)
 }

@@ -94,7 +94,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			// The acquire took so long that its trust window has closed: the
 			// lease may expire before anyone could use it. Give it back and
 			// try again later.
-			_ = e.store.Release(ctx, l)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
+			_ = e.store.Release(rctx, l) // if it fails, the lease expires on its own
+			cancel()
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case !errors.Is(err, ErrHeld):

@@ -374,3 +374,24 @@ func TestSlowAcquireStillRenewsInTime(t *testing.T) {
 		require.NoError(t, term.Resign(t.Context()))
 	})
 }
+
+func TestHangingRenewEndsTermOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &slowStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		e := newElector(t, s, "a", fast)
+		start := time.Now()
+		term := campaign(t, e)
+		s.renewDelay.Store(int64(10 * time.Second)) // the store ignores the call's context
+		<-term.Done()
+		assert.Equal(t, start.Add(fast.TTL-elector.SafetyMargin(fast.TTL)), time.Now(),
+			"the term ends when the trust window closes, not when the store returns")
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+
+		// Resign bounded by a short context while the renewal still hangs.
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, term.Resign(ctx), context.DeadlineExceeded)
+		s.renewDelay.Store(0)
+		require.NoError(t, term.Resign(t.Context()), "a later Resign frees the lease")
+	})
+}

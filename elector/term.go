@@ -15,6 +15,7 @@ type leaseTerm struct {
 	ttl         time.Duration
 	renewEvery  time.Duration
 	token       uint64        // the lease's token; renewals keep it
+	name        string        // the lease's name
 	done        chan struct{} // closed by end
 	stopRenew   context.CancelFunc
 	renewExited chan struct{} // closed when the renew goroutine returns
@@ -38,6 +39,7 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 		renewExited: make(chan struct{}),
 		lease:       l,
 		token:       l.Token,
+		name:        l.Name,
 	}
 	go t.renew(ctx, acquireStart)
 	return t
@@ -87,7 +89,7 @@ func (t *leaseTerm) Resign(ctx context.Context) error {
 	select {
 	case <-t.renewExited:
 	case <-ctx.Done():
-		return fmt.Errorf("elector: resign lease %q: %w", t.lease.Name, ctx.Err())
+		return fmt.Errorf("elector: resign lease %q: %w", t.name, ctx.Err())
 	}
 	l := t.Lease()
 	if err := t.store.Release(ctx, l); err != nil {
@@ -126,8 +128,21 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 		}
 		start := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, trustUntil)
+		// The trust window closes on time even if the store does not return
+		// when rctx ends.
+		stopExpiry := context.AfterFunc(rctx, func() {
+			if ctx.Err() == nil {
+				t.end(ErrLeaseExpired)
+			}
+		})
 		l, err := t.store.Renew(rctx, t.Lease(), t.ttl)
+		stopExpiry()
 		cancel()
+		select {
+		case <-t.done:
+			return // expired (or resigned) while the store had the call
+		default:
+		}
 		switch {
 		case err == nil:
 			t.mu.Lock()

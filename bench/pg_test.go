@@ -53,8 +53,10 @@ func BenchmarkPGStore(b *testing.B) {
 	// The statements pglease runs (see pglease/store.go).
 	var (
 		sqlRead   = `SELECT holder, token, expires_at, expires_at > now() FROM ` + table + ` WHERE name = $1`
-		sqlUpsert = `INSERT INTO ` + table + ` AS l (name, holder, token, expires_at, acquired_at, renewed_at)
-VALUES ($1, $2, 1, now() + $3::bigint * interval '1 microsecond', now(), now())
+		sqlUpsert = `WITH locked AS (SELECT name FROM ` + table + ` WHERE name = $1 FOR UPDATE NOWAIT)
+INSERT INTO ` + table + ` AS l (name, holder, token, expires_at, acquired_at, renewed_at)
+SELECT $1, $2, 1, now() + $3::bigint * interval '1 microsecond', now(), now()
+WHERE (SELECT count(*) FROM locked) >= 0
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = l.token + 1,
 	expires_at = excluded.expires_at, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at
 WHERE l.expires_at <= now()

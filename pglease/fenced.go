@@ -27,8 +27,11 @@ func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx pgx.
 // token match l and the lease is live by the server's clock. If it is not,
 // FencedLease rolls back, runs nothing and returns an error wrapping
 // [elector.ErrLeaseLost]. Otherwise the row lock keeps the term current until
-// the transaction ends (a takeover, a renewal and a release of the lease
-// wait for it), fn runs, and the transaction commits if fn returns nil.
+// the transaction ends (a takeover is refused as held; a renewal and a
+// release of the lease wait for it), fn runs, and the transaction commits if
+// fn returns nil and the lease is still live right before the commit (if it
+// expired while fn ran, the transaction rolls back with an error wrapping
+// [elector.ErrLeaseLost]).
 //
 // An error from fn rolls back and is returned as it is. Keep fn short: while
 // it runs, the holder's own renewals wait too.
@@ -54,6 +57,15 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 	}
 	if err := fn(ctx, tx); err != nil {
 		return err
+	}
+	// Nobody can have taken the lease (the row is locked), but it may have
+	// expired while fn ran: then the holder no longer trusts it either.
+	err = tx.QueryRow(ctx, s.sqlFenceRecheck, l.Name, l.Holder, int64(l.Token)).Scan(&token)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pglease: fenced write for lease %q token %d of %q: the lease expired during the write: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
+	case err != nil:
+		return s.opErr("fenced write for", l.Name, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return s.opErr("commit fenced write for", l.Name, err)

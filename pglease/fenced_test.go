@@ -103,28 +103,53 @@ func TestFencedFnErrorRollsBack(t *testing.T) {
 }
 
 // TestFencedHoldsOffTakeover proves the fence: while a fenced write is open,
-// the lease cannot change hands, even if it expires meanwhile; the
-// takeover happens after the commit.
+// the lease cannot change hands, even if it expires meanwhile; a takeover is
+// refused at once as held (it never waits on the row, so a candidate that
+// gives up can never win later), and the write, having outlived its lease, is
+// rolled back. Afterwards the expired lease is free.
 func TestFencedHoldsOffTakeover(t *testing.T) {
 	f := newFencedFixture(t)
 	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", 300*time.Millisecond)
 	require.NoError(t, err)
 	var takeover error
+	var took time.Duration
 	err = f.s.FencedLease(testCtx(t), l, func(ctx context.Context, tx pgx.Tx) error {
 		time.Sleep(400 * time.Millisecond) // the lease expires by the server's clock
-		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		defer cancel()
-		_, takeover = f.s.TryAcquire(tctx, "fenced", "b", time.Minute)
+		start := time.Now()
+		_, takeover = f.s.TryAcquire(testCtx(t), "fenced", "b", time.Minute)
+		took = time.Since(start)
 		var called bool
 		return f.write(l, &called)(ctx, tx)
 	})
-	require.NoError(t, err)
-	require.Error(t, takeover, "a takeover must wait for the fenced transaction")
-	assert.NotErrorIs(t, takeover, elector.ErrHeld)
-	assert.Equal(t, 1, f.count(t))
+	require.ErrorIs(t, takeover, elector.ErrHeld, "a takeover of a row in a fenced write is refused")
+	assert.Less(t, took, 5*time.Second, "the takeover must not wait for the fenced transaction")
+	require.ErrorIs(t, err, elector.ErrLeaseLost, "a write that outlived its lease is refused")
+	assert.Equal(t, 0, f.count(t), "nothing was written")
 	b, err := f.s.TryAcquire(testCtx(t), "fenced", "b", time.Minute)
-	require.NoError(t, err, "after the commit the expired lease is free")
+	require.NoError(t, err, "after the transaction the expired lease is free")
 	assert.Greater(t, b.Token, l.Token)
+}
+
+// TestNoGhostAcquire: a candidate whose TryAcquire ended with an error never
+// holds the lease afterwards.
+func TestNoGhostAcquire(t *testing.T) {
+	f := newFencedFixture(t)
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", 200*time.Millisecond)
+	require.NoError(t, err)
+	err = f.s.FencedLease(testCtx(t), l, func(ctx context.Context, tx pgx.Tx) error {
+		time.Sleep(300 * time.Millisecond)
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err := f.s.TryAcquire(tctx, "fenced", "b", time.Minute)
+		require.Error(t, err)
+		return nil
+	})
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	got, err := f.s.Get(testCtx(t), "fenced")
+	if err == nil {
+		t.Fatalf("candidate b gave up, yet the lease is held by %q (token %d)", got.Holder, got.Token)
+	}
+	require.ErrorIs(t, err, elector.ErrNoLease)
 }
 
 // TestFencedTermFromContext proves that Fenced takes the term from the

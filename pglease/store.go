@@ -41,7 +41,7 @@ type Store struct {
 	target              string   // host, port, database and user, for errors
 	secrets             []string // masked in every error and log message
 
-	sqlRead, sqlUpsert, sqlRenew, sqlRelease, sqlGet, sqlFence string
+	sqlRead, sqlUpsert, sqlRenew, sqlRelease, sqlGet, sqlFence, sqlFenceRecheck string
 
 	// listenKeepAlive is the listener's keepAlive: listenKeepAlive, shorter
 	// in tests.
@@ -72,8 +72,15 @@ func (s *Store) Table() string { return s.table }
 func (s *Store) prepareSQL() {
 	t := s.table
 	s.sqlRead = `SELECT holder, token, expires_at, expires_at > now() FROM ` + t + ` WHERE name = $1`
-	s.sqlUpsert = `INSERT INTO ` + t + ` AS l (name, holder, token, expires_at, acquired_at, renewed_at)
-VALUES ($1, $2, 1, now() + $3::bigint * interval '1 microsecond', now(), now())
+	// The upsert first locks the lease row without waiting: a row that a
+	// fenced write or another acquire holds is in use (lock_not_available,
+	// reported as held). Waiting instead would let a candidate that gave up
+	// (its context ended) commit the upsert later, holding a lease it never
+	// learned it won.
+	s.sqlUpsert = `WITH locked AS (SELECT name FROM ` + t + ` WHERE name = $1 FOR UPDATE NOWAIT)
+INSERT INTO ` + t + ` AS l (name, holder, token, expires_at, acquired_at, renewed_at)
+SELECT $1, $2, 1, now() + $3::bigint * interval '1 microsecond', now(), now()
+WHERE (SELECT count(*) FROM locked) >= 0
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = l.token + 1,
 	expires_at = excluded.expires_at, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at
 WHERE l.expires_at <= now()
@@ -88,6 +95,8 @@ RETURNING expires_at`
 )
 SELECT released.name FROM released, LATERAL pg_notify($4, released.name)`
 	s.sqlGet = `SELECT holder, token, expires_at FROM ` + t + ` WHERE name = $1 AND expires_at > now()`
+	s.sqlFenceRecheck = `SELECT token FROM ` + t + `
+WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp()`
 	s.sqlFence = `SELECT token FROM ` + t + `
 WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > clock_timestamp() FOR SHARE`
 }
@@ -127,6 +136,8 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		case err == nil:
 			l.Token = uint64(token)
 			return l, nil
+		case isLockNotAvailable(err):
+			return elector.Lease{}, &elector.HeldError{Lease: cur} // in use right now
 		case !errors.Is(err, pgx.ErrNoRows):
 			return elector.Lease{}, s.opErr("acquire", name, err)
 		}
@@ -253,4 +264,11 @@ func (s *Store) opErr(op, name string, err error) error {
 // that a positive TTL never becomes zero.
 func micros(d time.Duration) int64 {
 	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// isLockNotAvailable reports whether err is PostgreSQL's lock_not_available
+// (55P03), the error of a NOWAIT lock on a row that another transaction holds.
+func isLockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }

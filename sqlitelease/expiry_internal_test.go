@@ -12,10 +12,10 @@ func TestExpiry(t *testing.T) {
 		ttl  time.Duration
 		want int64
 	}{
-		{1000, time.Second, 2000},
-		{1000, time.Nanosecond, 1001}, // rounded up: never already expired
-		{1000, 1500 * time.Microsecond, 1002},
-		{1000, math.MaxInt64, 1000 + math.MaxInt64/int64(time.Millisecond) + 1},
+		{1000, time.Second, 2001},     // now was rounded down: up to 1 ms more
+		{1000, time.Nanosecond, 1002}, // rounded up: never already expired
+		{1000, 1500 * time.Microsecond, 1003},
+		{1000, math.MaxInt64, 1000 + math.MaxInt64/int64(time.Millisecond) + 2},
 		{math.MaxInt64 - 10, time.Second, math.MaxInt64}, // capped, not overflowed
 	} {
 		if got := expiry(tc.now, tc.ttl); got != tc.want {

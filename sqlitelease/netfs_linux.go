@@ -14,6 +14,9 @@ var networkFS = map[uint32]string{
 	0xFF534D42: "CIFS",
 	0xFE534D42: "SMB2",
 	0x65735546: "FUSE",
+	0x01021997: "9P", // WSL2 and container host shares
+	0x00C36400: "CephFS",
+	0x5346414F: "AFS",
 }
 
 // statfsType returns the filesystem type magic of path. Tests replace it.

@@ -138,7 +138,11 @@ func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) err
 		return ErrClosed
 	}
 	if s.lc == nil {
-		lc, err := newLeaseConn(ctx, s.db)
+		var lc *leaseConn
+		err := retryBusy(ctx, func() (err error) {
+			lc, err = newLeaseConn(ctx, s.db)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("sqlitelease: %q: reconnect: %w", s.path, err)
 		}
@@ -154,18 +158,19 @@ func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) err
 }
 
 // expiry returns the Unix millisecond at which a lease of ttl taken at now
-// (Unix ms) expires: ttl rounded up to whole milliseconds, so that a
-// positive TTL never makes an already-expired lease, and capped instead of
-// overflowing.
+// (Unix ms, rounded down from the real instant) expires: one millisecond for
+// that rounding plus ttl rounded up to whole milliseconds, so the store never
+// lets a lease go before the holder's own start + TTL (a positive TTL never
+// makes an already-expired lease), and capped instead of overflowing.
 func expiry(now int64, ttl time.Duration) int64 {
 	ms := int64(ttl / time.Millisecond)
 	if ttl%time.Millisecond != 0 {
 		ms++
 	}
-	if ms > math.MaxInt64-now {
+	if ms >= math.MaxInt64-now {
 		return math.MaxInt64
 	}
-	return now + ms
+	return now + 1 + ms
 }
 
 // TryAcquire implements [elector.Store]. It starts a new term if the lease is

@@ -55,6 +55,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) elector.Store) {
 		{"HeldBySelf", testHeldBySelf},
 		{"NamesAreIndependent", testNamesAreIndependent},
 		{"RenewExtends", testRenewExtends},
+		{"LeaseLivesItsTTL", testLeaseLivesItsTTL},
 		{"RenewExpiredUntaken", testRenewExpiredUntaken},
 		{"RenewStale", testRenewStale},
 		{"RenewAfterRelease", testRenewAfterRelease},
@@ -157,8 +158,22 @@ func testRenewExtends(t *testing.T, s elector.Store, name string) {
 	assert.Equal(t, l.Token, r.Token, "renewal keeps the token")
 	assert.Equal(t, "a", r.Holder)
 	assert.True(t, r.ExpiresAt.After(l.ExpiresAt), "renewal must extend ExpiresAt: %v then %v", l.ExpiresAt, r.ExpiresAt)
+	assert.Less(t, r.ExpiresAt.Sub(l.ExpiresAt), 2*longTTL-longTTL/2,
+		"renewal extends from now, not from the old expiry: %v then %v", l.ExpiresAt, r.ExpiresAt)
 	// The renewed lease renews again.
 	_, err = s.Renew(ctx(t), r, longTTL)
+	require.NoError(t, err)
+}
+
+// testLeaseLivesItsTTL checks that a lease is not expired early: a lease of
+// a few seconds is still live, and renewable, a second after it was taken.
+func testLeaseLivesItsTTL(t *testing.T, s elector.Store, name string) {
+	l := acquire(t, s, name, "a", 3*time.Second)
+	time.Sleep(time.Second)
+	got, err := s.Get(ctx(t), name)
+	require.NoError(t, err, "a 3s lease must still be live after 1s")
+	assert.Equal(t, l.Token, got.Token)
+	_, err = s.Renew(ctx(t), l, 3*time.Second)
 	require.NoError(t, err)
 }
 
@@ -219,6 +234,16 @@ func testReleaseStale(t *testing.T, s elector.Store, name string) {
 	assert.Equal(t, "b", got.Holder)
 	_, err = s.TryAcquire(ctx(t), name, "c", longTTL)
 	require.ErrorIs(t, err, elector.ErrHeld)
+
+	// The same holder's earlier term does not free its later one.
+	same := name + "/same-holder"
+	first := acquire(t, s, same, "a", shortTTL)
+	waitExpired(t, s, same)
+	second := acquire(t, s, same, "a", longTTL)
+	require.NoError(t, s.Release(ctx(t), first))
+	got, err = s.Get(ctx(t), same)
+	require.NoError(t, err, "releasing a holder's stale term must not free its current one")
+	assert.Equal(t, second.Token, got.Token)
 }
 
 func testTokensIncrease(t *testing.T, s elector.Store, name string) {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
+
+	"github.com/leaderaware/leaderaware/jobs/internal/jobconfig"
 )
 
 // EveryOption configures [Every]. Options are applied in order at
@@ -37,7 +38,7 @@ type jitterOption float64
 
 func (o jitterOption) apply(c *everyConfig) {
 	f := float64(o)
-	if math.IsNaN(f) || f < 0 || f >= 1 {
+	if !jobconfig.ValidJitter(f) {
 		c.fail(fmt.Errorf("jobs: WithJitter(%v): fraction must be in [0, 1)", f))
 		return
 	}

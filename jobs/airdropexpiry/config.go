@@ -3,8 +3,9 @@ package airdropexpiry
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
+
+	"github.com/leaderaware/leaderaware/jobs/internal/jobconfig"
 )
 
 // Defaults of [Config].
@@ -40,14 +41,11 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Interval < 0 {
-		return c, fmt.Errorf("airdropexpiry: Interval %v is negative", c.Interval)
+	if err := jobconfig.Duration("airdropexpiry", "Interval", &c.Interval, DefaultInterval); err != nil {
+		return c, err
 	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
-	if math.IsNaN(c.Jitter) || c.Jitter < 0 || c.Jitter >= 1 {
-		return c, fmt.Errorf("airdropexpiry: Jitter %v is not in [0, 1)", c.Jitter)
+	if err := jobconfig.Jitter("airdropexpiry", c.Jitter); err != nil {
+		return c, err
 	}
 	if c.BatchSize < 0 {
 		return c, fmt.Errorf("airdropexpiry: BatchSize %d is negative", c.BatchSize)
@@ -55,11 +53,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
 	}
-	if c.Timeout < 0 {
-		return c, fmt.Errorf("airdropexpiry: Timeout %v is negative", c.Timeout)
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+	if err := jobconfig.Duration("airdropexpiry", "Timeout", &c.Timeout, DefaultTimeout); err != nil {
+		return c, err
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -2,9 +2,9 @@ package pricerefresh
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"time"
+
+	"github.com/leaderaware/leaderaware/jobs/internal/jobconfig"
 )
 
 // Defaults of [Config].
@@ -37,20 +37,14 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Interval < 0 {
-		return c, fmt.Errorf("pricerefresh: Interval %v is negative", c.Interval)
+	if err := jobconfig.Duration("pricerefresh", "Interval", &c.Interval, DefaultInterval); err != nil {
+		return c, err
 	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
+	if err := jobconfig.Jitter("pricerefresh", c.Jitter); err != nil {
+		return c, err
 	}
-	if math.IsNaN(c.Jitter) || c.Jitter < 0 || c.Jitter >= 1 {
-		return c, fmt.Errorf("pricerefresh: Jitter %v is not in [0, 1)", c.Jitter)
-	}
-	if c.Timeout < 0 {
-		return c, fmt.Errorf("pricerefresh: Timeout %v is negative", c.Timeout)
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+	if err := jobconfig.Duration("pricerefresh", "Timeout", &c.Timeout, DefaultTimeout); err != nil {
+		return c, err
 	}
 	if c.Now == nil {
 		c.Now = time.Now

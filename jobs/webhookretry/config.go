@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"time"
+
+	"github.com/leaderaware/leaderaware/jobs/internal/jobconfig"
 )
 
 // Defaults of [Config].
@@ -73,16 +74,16 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Secret) == 0 {
 		return c, errors.New("webhookretry: empty Secret")
 	}
-	if err := nonNegative("Interval", c.Interval, &c.Interval, DefaultInterval); err != nil {
+	if err := jobconfig.Duration("webhookretry", "Interval", &c.Interval, DefaultInterval); err != nil {
 		return c, err
 	}
-	if math.IsNaN(c.Jitter) || c.Jitter < 0 || c.Jitter >= 1 {
-		return c, fmt.Errorf("webhookretry: Jitter %v is not in [0, 1)", c.Jitter)
-	}
-	if err := nonNegative("Timeout", c.Timeout, &c.Timeout, DefaultTimeout); err != nil {
+	if err := jobconfig.Jitter("webhookretry", c.Jitter); err != nil {
 		return c, err
 	}
-	if err := nonNegative("ClaimTTL", c.ClaimTTL, &c.ClaimTTL, 2*c.Timeout); err != nil {
+	if err := jobconfig.Duration("webhookretry", "Timeout", &c.Timeout, DefaultTimeout); err != nil {
+		return c, err
+	}
+	if err := jobconfig.Duration("webhookretry", "ClaimTTL", &c.ClaimTTL, 2*c.Timeout); err != nil {
 		return c, err
 	}
 	if c.ClaimTTL <= c.Timeout {
@@ -94,10 +95,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
 	}
-	if err := nonNegative("BaseBackoff", c.BaseBackoff, &c.BaseBackoff, DefaultBaseBackoff); err != nil {
+	if err := jobconfig.Duration("webhookretry", "BaseBackoff", &c.BaseBackoff, DefaultBaseBackoff); err != nil {
 		return c, err
 	}
-	if err := nonNegative("MaxBackoff", c.MaxBackoff, &c.MaxBackoff, max(DefaultMaxBackoff, c.BaseBackoff)); err != nil {
+	if err := jobconfig.Duration("webhookretry", "MaxBackoff", &c.MaxBackoff, max(DefaultMaxBackoff, c.BaseBackoff)); err != nil {
 		return c, err
 	}
 	if c.MaxBackoff < c.BaseBackoff {
@@ -121,15 +122,4 @@ func (c Config) withDefaults() (Config, error) {
 		c.Now = time.Now
 	}
 	return c, nil
-}
-
-// nonNegative checks *v, setting it to def if it is zero.
-func nonNegative(name string, d time.Duration, v *time.Duration, def time.Duration) error {
-	if d < 0 {
-		return fmt.Errorf("webhookretry: %s %v is negative", name, d)
-	}
-	if d == 0 {
-		*v = def
-	}
-	return nil
 }

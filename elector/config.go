@@ -14,20 +14,40 @@ const (
 	DefaultRetryInterval = 2 * time.Second
 )
 
+// Limits of [Config] timings. A TTL below MinTTL is shorter than a store
+// call can be counted on to take; a timing above MaxTTL is a mistake (a
+// crashed leader would be replaced a day later).
+const (
+	MinTTL           = 100 * time.Millisecond
+	MaxTTL           = 24 * time.Hour
+	MinRetryInterval = time.Millisecond
+)
+
 // Config sets the timings and identity of a [LeaseElector]. The zero value is
 // valid: every zero field takes its default.
+//
+// Every store call the elector makes has a deadline: TryAcquire, Renew and
+// the Release of a term acquired too slowly are bounded by the trust window
+// (TTL − TTL/10), since a call that takes longer could not be trusted; a
+// holder whose renewals hang loses its term when the window closes, whether
+// or not the store returns. Release by [Term.Resign] is bounded by its ctx.
 type Config struct {
-	// TTL is how long a lease lives without renewal, by the store's clock.
-	// A crashed leader is replaced within TTL + RetryInterval. Default 15s.
+	// TTL is how long a lease lives without renewal: a candidate takes the
+	// lease over after it has seen it unchanged for the holder's TTL, on its
+	// own clock. A candidate that was watching replaces a crashed leader
+	// within TTL + RetryInterval of its last renewal; one that starts fresh
+	// waits one TTL. MinTTL to MaxTTL; default 15s.
 	TTL time.Duration
 	// RenewInterval is how often the holder renews its lease; after a failed
 	// renewal it retries sooner. It must leave room for at least two renewal
 	// attempts inside the trust window, TTL minus the safety margin (TTL/10):
 	// 2 × RenewInterval ≤ TTL − TTL/10. Default TTL/3.
 	RenewInterval time.Duration
-	// RetryInterval is how often a candidate retries to acquire a held lease
-	// when it is not woken earlier. Each wait is jittered between half of it
-	// and all of it. Default 2s.
+	// RetryInterval is how often a waiting candidate reads a held lease to
+	// see whether its holder still renews it, when it is not woken earlier
+	// (by a release, or by the end of its watch). Each wait is jittered
+	// between half of it and all of it. MinRetryInterval to MaxTTL; default
+	// 2s.
 	RetryInterval time.Duration
 	// Holder names this candidate in the store. Candidates for one lease
 	// name must have different holders: two electors with one holder name
@@ -59,6 +79,9 @@ func (c Config) withDefaults() (Config, error) {
 		if f.d < 0 {
 			return c, fmt.Errorf("elector: Config.%s %v is negative", f.name, f.d)
 		}
+		if f.d > MaxTTL {
+			return c, fmt.Errorf("elector: Config.%s %v is over the limit of %v; a timing that long is a mistake", f.name, f.d, MaxTTL)
+		}
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
@@ -69,10 +92,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RetryInterval == 0 {
 		c.RetryInterval = DefaultRetryInterval
 	}
-	if c.RenewInterval <= 0 {
-		return c, fmt.Errorf("elector: Config.TTL %v is too short to derive a renew interval", c.TTL)
+	if c.TTL < MinTTL {
+		return c, fmt.Errorf("elector: Config.TTL %v is below the floor of %v: no store can renew a lease that fast", c.TTL, MinTTL)
 	}
-	if c.TTL <= c.RenewInterval {
+	if c.RetryInterval < MinRetryInterval {
+		return c, fmt.Errorf("elector: Config.RetryInterval %v is below the floor of %v", c.RetryInterval, MinRetryInterval)
+	}
+	if c.RenewInterval <= 0 || c.TTL <= c.RenewInterval {
 		return c, fmt.Errorf("elector: Config.TTL %v must be longer than RenewInterval %v", c.TTL, c.RenewInterval)
 	}
 	trust := c.TTL - SafetyMargin(c.TTL)

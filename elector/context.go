@@ -16,19 +16,13 @@ func TermFromContext(ctx context.Context) (Term, bool) {
 	return t, ok
 }
 
-// LeaseFromContext returns the lease of the term that ctx carries: its name,
-// holder and token identify the term to a fenced write. ok is false if ctx
-// carries no term or the term does not say which lease it is (terms from a
-// [LeaseElector] always do). ExpiresAt is that of the last successful acquire
-// or renew.
+// LeaseFromContext returns the lease of the term that ctx carries (see
+// [Term.Lease]): its name, holder and token identify the term to a fenced
+// write. ok is false if ctx carries no term.
 func LeaseFromContext(ctx context.Context) (l Lease, ok bool) {
 	t, ok := TermFromContext(ctx)
 	if !ok {
 		return Lease{}, false
 	}
-	lt, ok := t.(interface{ Lease() Lease })
-	if !ok {
-		return Lease{}, false
-	}
-	return lt.Lease(), true
+	return t.Lease(), true
 }

@@ -6,12 +6,26 @@
 // when another holder took the lease ([ErrLeaseLost]), or when renewals failed
 // for so long that the holder can no longer trust its lease ([ErrLeaseExpired]).
 //
-// Safety comes first. A holder believes it leads only until the monotonic
-// start of its last successful acquire or renew plus the TTL minus a safety
-// margin (TTL/10). Past that instant the term ends, before any other candidate
-// could acquire the lease in the store. Every term carries a fencing token
-// ([Term.Token]) that is larger than the token of every earlier term of the
-// same name, so a resource can refuse the writes of a stale leader.
+// Safety comes first, and no clock is ever compared with another. A store
+// keeps, per lease, a fencing token and a version that grows with every
+// write; it never decides that a lease has expired. A candidate does: it
+// takes over a held lease only after it has seen the same version unchanged
+// for the holder's whole TTL, measured on its own clock from the first
+// moment it saw it, and then only by a compare-and-set on that version. The
+// holder trusts its term until the start of its last successful acquire or
+// renew plus the TTL minus a safety margin (TTL/10), on its own clock. The
+// candidate's watch starts after the holder's renewal started, so the holder
+// always stops first; only clock rates matter, and a step of any wall clock
+// (an NTP step, a database failover to a host with another clock) cannot
+// make two leaders. Both clocks keep counting while the machine is suspended
+// (CLOCK_BOOTTIME on Linux), so a host resumed from suspend does not believe
+// its old term. Every term carries a fencing token ([Term.Token]) that is
+// larger than the token of every earlier term of the same name, so a
+// resource can refuse the writes of a stale leader.
+//
+// The cost of this model: a candidate that starts fresh (it never saw the
+// holder renew) waits one TTL before it takes over the lease of a holder
+// that died. A released lease is taken at once.
 //
 // Liveness is the caller's loop: losing a term never ends anything but that
 // term; call [LeaseElector.Campaign] again. The decorator package does exactly
@@ -23,5 +37,6 @@
 // candidates wake as soon as a lease is released; without it they poll every
 // RetryInterval.
 //
-// The package imports only the standard library.
+// The package imports only the standard library and, for the clock that
+// counts suspend, golang.org/x/sys.
 package elector

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // Elector campaigns for leadership. [LeaseElector] is the implementation;
@@ -20,19 +23,26 @@ type Elector interface {
 
 // Term is one period of leadership. Its methods are safe for concurrent use.
 // A term renews its lease until it ends: a caller that no longer needs it
-// must Resign it, even after Done is closed, or the lease stays held.
+// must Resign or Abandon it, even after Done is closed.
 type Term interface {
+	// Lease returns the lease as of the term's last successful acquire or
+	// renew: its name, holder and token identify the term to a fenced write.
+	Lease() Lease
 	// Token is the fencing token: every later term of the same name has a
 	// larger one.
 	Token() uint64
 	// Done is closed when the term ends.
 	Done() <-chan struct{}
-	// Err is nil until Done is closed; then it is ErrResigned, ErrLeaseLost,
-	// ErrLeaseExpired or a store error (match with errors.Is).
+	// Err is nil until Done is closed; then it is ErrResigned, ErrAbandoned,
+	// ErrLeaseLost, ErrLeaseExpired or a store error (match with errors.Is).
 	Err() error
 	// Resign ends the term and frees the lease at once. It is safe to call
-	// twice; a call after a successful one returns nil.
+	// twice; a call after a successful one, or after Abandon, returns nil.
 	Resign(ctx context.Context) error
+	// Abandon ends the term without freeing the lease: renewals stop and
+	// the lease runs out in the store, so candidates take it over one TTL
+	// later. Use it when the work of the term may still be running.
+	Abandon()
 }
 
 // LeaseElector is an [Elector] for one lease name in one [Store]. Each
@@ -44,6 +54,16 @@ type LeaseElector struct {
 	store Store
 	name  string
 	cfg   Config
+
+	mu    sync.Mutex
+	watch watch // kept across campaigns
+}
+
+// watch is what a candidate saw of a held lease: the lease, and the instant
+// (by [clock.Now]) it first saw that Token and Version.
+type watch struct {
+	lease Lease
+	since time.Time
 }
 
 // New returns an elector for the lease name in s. It validates name (1–255
@@ -68,9 +88,15 @@ func (e *LeaseElector) Name() string { return e.name }
 // Config returns the configuration in force, with defaults filled in.
 func (e *LeaseElector) Config() Config { return e.cfg }
 
-// Campaign implements [Elector]. It tries to acquire the lease, and while a
-// live holder has it, tries again after a jittered RetryInterval, or as soon
-// as the store reports a release (see [ReleaseWatcher]).
+// Campaign implements [Elector]. It takes a free lease at once. While
+// another holder has the lease, it watches it: it reads it again every
+// jittered RetryInterval (or as soon as the store reports a release, see
+// [ReleaseWatcher]), and once it has seen the same Version unchanged for the
+// holder's TTL (and at least its own), measured on its own clock from the
+// first moment it saw it, it takes the lease over with a compare-and-set on
+// that Version. The watch is kept across calls to Campaign. Each store call
+// is bounded by the trust window (TTL minus TTL/10): an acquire that takes
+// longer could not be trusted anyway.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	var released <-chan struct{}
 	if w, ok := e.store.(ReleaseWatcher); ok {
@@ -84,25 +110,41 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			timer.Stop()
 		}
 	}()
+	trust := e.cfg.TTL - SafetyMargin(e.cfg.TTL)
 	for {
-		start := time.Now() // the trust window counts from before the store's clock read
-		l, err := e.store.TryAcquire(ctx, e.name, e.cfg.Holder, e.cfg.TTL)
+		observed, left := e.watched()
+		if left > 0 {
+			observed = Lease{} // not watched long enough: take it only if free
+		}
+		start := clock.Now() // the trust window counts from before the store's write
+		actx, cancel := context.WithTimeout(ctx, trust)
+		l, err := e.store.TryAcquire(actx, e.name, e.cfg.Holder, e.cfg.TTL, observed)
+		cancel()
+		var held *HeldError
 		switch {
-		case err == nil && time.Now().Before(trustedUntil(start, e.cfg.TTL)):
+		case err == nil && clock.Now().Before(trustedUntil(start, e.cfg.TTL)):
+			e.forget()
 			return startTerm(e, l, start), nil
 		case err == nil:
-			// The acquire took so long that its trust window has closed: the
-			// lease may expire before anyone could use it. Give it back and
-			// try again later.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
-			_ = e.store.Release(rctx, l) // if it fails, the lease expires on its own
+			// The acquire took so long that its trust window has closed:
+			// nobody could use it safely. Give it back and try again later.
+			e.forget()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), trust)
+			_ = e.store.Release(rctx, l) // if it fails, the lease runs out on its own
 			cancel()
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case !errors.Is(err, ErrHeld):
+		case errors.As(err, &held):
+			left = e.observe(held.Lease)
+		case errors.Is(err, ErrHeld):
+			// A store that does not say what it saw: nothing to watch.
+		default:
 			return nil, fmt.Errorf("elector: campaign for lease %q: %w", e.name, err)
 		}
 		wait := jitter(e.cfg.RetryInterval)
+		if left > 0 && left < wait {
+			wait = left // wake the moment the watch completes
+		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -117,8 +159,39 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	}
 }
 
-// Leader returns the live lease of this elector's name, whoever holds it, or
-// an error matching [ErrNoLease].
+// observe records that the candidate saw l now, starting a new watch if l
+// is not the lease it watched, and returns how long the watch has left.
+func (e *LeaseElector) observe(l Lease) time.Duration {
+	e.mu.Lock()
+	if l.Token != e.watch.lease.Token || l.Version != e.watch.lease.Version || e.watch.lease.Token == 0 {
+		e.watch = watch{lease: l, since: clock.Now()}
+	}
+	e.mu.Unlock()
+	_, left := e.watched()
+	return left
+}
+
+// watched returns the lease being watched (the zero Lease if none) and how
+// long until the watch completes: the longer of the holder's TTL and this
+// candidate's, so a store that reports no TTL never shortens it.
+func (e *LeaseElector) watched() (Lease, time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.watch.lease.Token == 0 {
+		return Lease{}, 0
+	}
+	return e.watch.lease, max(e.watch.lease.TTL, e.cfg.TTL) - clock.Since(e.watch.since)
+}
+
+// forget drops the watch: the lease it watched has been taken.
+func (e *LeaseElector) forget() {
+	e.mu.Lock()
+	e.watch = watch{}
+	e.mu.Unlock()
+}
+
+// Leader returns the current lease of this elector's name, whoever holds it,
+// or an error matching [ErrNoLease] if it is free.
 func (e *LeaseElector) Leader(ctx context.Context) (Lease, error) {
 	return e.store.Get(ctx, e.name)
 }

@@ -3,6 +3,7 @@ package elector_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // countingStore counts calls and can fail renewals. Embedding elector.Store
@@ -23,9 +25,9 @@ type countingStore struct {
 	renewErr                   atomic.Pointer[error] // if set, Renew fails with it
 }
 
-func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	c.acquires.Add(1)
-	return c.Store.TryAcquire(ctx, name, holder, ttl)
+	return c.Store.TryAcquire(ctx, name, holder, ttl, observed)
 }
 
 func (c *countingStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
@@ -80,6 +82,11 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"one renewal only", "job", elector.Config{TTL: 10 * time.Second, RenewInterval: 5 * time.Second}, "RenewInterval 5s"},
 		{"TTL too short", "job", elector.Config{TTL: 2}, "TTL 2ns"},
 		{"bad holder", "job", elector.Config{Holder: "a\tb"}, `"a\tb"`},
+		{"TTL below the floor", "job", elector.Config{TTL: time.Millisecond}, "floor of 100ms"},
+		{"TTL over a day", "job", elector.Config{TTL: 25 * time.Hour}, "TTL 25h0m0s is over the limit of 24h0m0s"},
+		{"TTL overflows", "job", elector.Config{TTL: math.MaxInt64}, "TTL 2562047h47m16.854775807s"},
+		{"retry over a day", "job", elector.Config{RetryInterval: 25 * time.Hour}, "RetryInterval 25h0m0s"},
+		{"retry below the floor", "job", elector.Config{RetryInterval: time.Microsecond}, "RetryInterval 1µs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,20 +143,72 @@ func TestTermExpiresBeforeOthersCanAcquire(t *testing.T) {
 		e := newElector(t, s, "a", fast)
 		start := time.Now()
 		term := campaign(t, e)
-		stored, err := mem.Get(t.Context(), "job")
-		require.NoError(t, err)
 		s.failRenewals(errors.New("disk unplugged"))
+		won := make(chan elector.Term)
+		go func() { // a candidate watching from the first instant
+			tb, err := newElector(t, mem, "b", fast).Campaign(t.Context())
+			assert.NoError(t, err)
+			won <- tb
+		}()
 
 		<-term.Done()
 		endedAt := time.Now()
 		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
 		assert.Contains(t, term.Err().Error(), "disk unplugged", "the term's error names the last renewal failure")
 		assert.Equal(t, start.Add(fast.TTL-elector.SafetyMargin(fast.TTL)), endedAt, "the trust window is TTL minus the margin from the acquire")
-		assert.True(t, endedAt.Before(stored.ExpiresAt), "the term must end before the store's expiry %v, ended %v", stored.ExpiresAt, endedAt)
 		assert.GreaterOrEqual(t, s.renews.Load(), int64(2), "at least two renewal attempts inside the trust window")
-		_, err = mem.TryAcquire(t.Context(), "job", "b", fast.TTL)
-		require.ErrorIs(t, err, elector.ErrHeld, "nobody else may acquire while the old holder could still believe it leads")
+		tb := <-won
+		wonAt := time.Now()
+		require.NoError(t, tb.Resign(t.Context()))
+		assert.True(t, wonAt.After(endedAt), "the candidate took over at %v, before the holder's term ended at %v", wonAt, endedAt)
+		assert.Equal(t, start.Add(fast.TTL), wonAt, "the watching candidate takes over one TTL after it first saw the lease")
 		require.NoError(t, term.Resign(t.Context()))
+	})
+}
+
+// TestSuspendEndsTermAtNextWake checks that trust windows count time the
+// machine spent suspended: a holder that wakes from a long suspend ends its
+// term at its next renewal instead of renewing a lease that others may have
+// taken over meanwhile.
+func TestSuspendEndsTermAtNextWake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		term := campaign(t, newElector(t, s, "a", fast))
+		clock.Suspend(time.Hour)
+		defer clock.Suspend(-time.Hour)
+		time.Sleep(fast.RenewInterval)
+		synctest.Wait()
+		select {
+		case <-term.Done():
+		default:
+			t.Fatal("the term survived a one-hour suspend")
+		}
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+		assert.Zero(t, s.renews.Load(), "no renewal after the trust window closed during the suspend")
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}
+
+// TestClockStepsMakeNoSecondLeader steps the wall clock back and forth
+// while a holder renews and a candidate watches: no wall clock is ever
+// compared, so the candidate never takes over a renewed lease.
+func TestClockStepsMakeNoSecondLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore()
+		ta := campaign(t, newElector(t, s, "a", fast))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		errc := make(chan error)
+		go func() {
+			_, err := newElector(t, s, "b", fast).Campaign(ctx)
+			errc <- err
+		}()
+		for i := range 20 {
+			time.Sleep(2 * time.Second)
+			clock.Step(time.Duration(1-2*(i%2)) * time.Hour)
+		}
+		require.ErrorIs(t, <-errc, context.DeadlineExceeded, "the candidate must not take over a lease that is renewed")
+		require.NoError(t, ta.Resign(t.Context()))
 	})
 }
 
@@ -249,18 +308,81 @@ func TestCandidatePollsWithoutWatcher(t *testing.T) {
 	})
 }
 
-func TestCrashedLeaderReplacedWithinTTLPlusRetry(t *testing.T) {
+func TestFreshCandidateWaitsOneTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := elector.NewMemoryStore()
-		crashed, err := s.TryAcquire(t.Context(), "job", "crashed", fast.TTL) // never renewed
+		crashed, err := s.TryAcquire(t.Context(), "job", "crashed", fast.TTL, elector.Lease{}) // never renewed
 		require.NoError(t, err)
-		crashedAt := time.Now()
-		b := newElector(t, s, "b", fast)
-		tb := campaign(t, b)
-		took := time.Since(crashedAt)
-		assert.GreaterOrEqual(t, took, fast.TTL, "not before the dead lease expired")
-		assert.LessOrEqual(t, took, fast.TTL+fast.RetryInterval)
+		time.Sleep(time.Hour) // long dead, but the candidate cannot know for how long
+		start := time.Now()
+		tb := campaign(t, newElector(t, s, "b", fast))
+		assert.Equal(t, fast.TTL, time.Since(start), "a fresh candidate watches the lease for one TTL")
 		assert.Greater(t, tb.Token(), crashed.Token)
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}
+
+func TestWatchingCandidateReplacesCrashWithinTTLPlusRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		ta := campaign(t, newElector(t, s, "a", fast))
+		won := make(chan elector.Term)
+		go func() {
+			tb, err := newElector(t, s, "b", fast).Campaign(t.Context())
+			assert.NoError(t, err)
+			won <- tb
+		}()
+		time.Sleep(10*time.Second + 100*time.Millisecond) // renewals at 1s, 2s, ... 10s
+		s.failRenewals(errors.New("crashed"))             // from now on the holder is as good as dead
+		lastRenewal := time.Now().Add(-100 * time.Millisecond)
+		tb := <-won
+		took := time.Since(lastRenewal)
+		require.NoError(t, tb.Resign(t.Context()))
+		assert.Greater(t, took, fast.TTL-elector.SafetyMargin(fast.TTL), "not before the holder's trust window closed")
+		assert.LessOrEqual(t, took, fast.TTL+fast.RetryInterval, "a watching candidate replaces a crashed holder within TTL + RetryInterval of its last renewal")
+		require.NoError(t, ta.Resign(t.Context()))
+	})
+}
+
+// longTTLStore reports every lease with a long TTL, as a holder with a
+// longer TTL than the candidate's would.
+type longTTLStore struct{ elector.Store }
+
+func (s longTTLStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
+	l, err := s.Store.TryAcquire(ctx, name, holder, ttl, observed)
+	var held *elector.HeldError
+	if errors.As(err, &held) {
+		held.Lease.TTL = time.Minute
+	}
+	return l, err
+}
+
+func TestCandidateWatchesForTheHoldersTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		_, err := mem.TryAcquire(t.Context(), "job", "crashed", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+		start := time.Now()
+		tb := campaign(t, newElector(t, longTTLStore{mem}, "b", fast))
+		assert.Equal(t, time.Minute, time.Since(start), "the candidate waits the holder's TTL, not its own shorter one")
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}
+
+func TestAbandonLeavesTheLeaseToRunOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		ta := campaign(t, newElector(t, s, "a", fast))
+		ta.Abandon()
+		<-ta.Done()
+		require.ErrorIs(t, ta.Err(), elector.ErrAbandoned)
+		require.NoError(t, ta.Resign(t.Context()), "Resign after Abandon does nothing")
+		assert.Zero(t, s.releases.Load(), "Abandon never releases")
+		renews := s.renews.Load()
+		start := time.Now()
+		tb := campaign(t, newElector(t, s, "b", fast))
+		assert.Equal(t, fast.TTL, time.Since(start), "an abandoned lease is taken over after one TTL")
+		assert.Equal(t, renews, s.renews.Load(), "no renewal after Abandon")
 		require.NoError(t, tb.Resign(t.Context()))
 	})
 }
@@ -293,7 +415,7 @@ func TestCampaignEndsWithContext(t *testing.T) {
 
 type brokenStore struct{ elector.Store }
 
-func (brokenStore) TryAcquire(context.Context, string, string, time.Duration) (elector.Lease, error) {
+func (brokenStore) TryAcquire(context.Context, string, string, time.Duration, elector.Lease) (elector.Lease, error) {
 	return elector.Lease{}, errors.New("database is on fire")
 }
 
@@ -317,20 +439,24 @@ func TestTermInContext(t *testing.T) {
 		assert.Equal(t, term, got)
 		l, ok := elector.LeaseFromContext(ctx)
 		require.True(t, ok)
-		assert.Equal(t, elector.Lease{Name: "job", Holder: "a", Token: term.Token(), ExpiresAt: l.ExpiresAt}, l)
+		assert.Equal(t, term.Lease(), l)
+		assert.Equal(t, "a", l.Holder)
+		assert.Equal(t, term.Token(), l.Token)
 		require.NoError(t, term.Resign(t.Context()))
 	})
 }
 
-// slowStore delays TryAcquire and Renew by a bubble-time duration.
+// slowStore delays the answer of TryAcquire (after the store acted) and
+// Renew (before, ignoring the context) by a bubble-time duration.
 type slowStore struct {
 	countingStore
 	acquireDelay, renewDelay atomic.Int64 // nanoseconds
 }
 
-func (s *slowStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+func (s *slowStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
+	l, err := s.countingStore.TryAcquire(ctx, name, holder, ttl, observed)
 	time.Sleep(time.Duration(s.acquireDelay.Load()))
-	return s.countingStore.TryAcquire(ctx, name, holder, ttl)
+	return l, err
 }
 
 func (s *slowStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {

@@ -5,29 +5,35 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // MemoryStore is a [Store] in process memory, for tests and single-process
-// programs. Its clock is [time.Now], so it runs on fake time inside a
-// testing/synctest bubble. It implements [ReleaseWatcher]: candidates that
-// wait on it wake as soon as a lease is released. The zero value is not
-// usable; call [NewMemoryStore].
+// programs. It runs on fake time inside a testing/synctest bubble. It
+// implements [ReleaseWatcher]: candidates that wait on it wake as soon as a
+// lease is released. The zero value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
 	mu       sync.Mutex
-	leases   map[string]Lease                       // never deleted: tokens never reset
+	leases   map[string]memoryLease                 // never deleted: tokens never reset
 	watchers map[string]map[*chan struct{}]struct{} // by lease name
+}
+
+type memoryLease struct {
+	Lease
+	released bool
 }
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
-		leases:   make(map[string]Lease),
+		leases:   make(map[string]memoryLease),
 		watchers: make(map[string]map[*chan struct{}]struct{}),
 	}
 }
 
 // TryAcquire implements [Store].
-func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
+func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed Lease) (Lease, error) {
 	if err := checkArgs(ctx, name, ttl); err != nil {
 		return Lease{}, err
 	}
@@ -36,13 +42,12 @@ func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl t
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := time.Now()
 	cur, ok := m.leases[name]
-	if ok && cur.ExpiresAt.After(now) {
-		return Lease{}, &HeldError{Lease: cur}
+	if ok && !cur.released && !cur.Lease.Is(observed) {
+		return Lease{}, &HeldError{Lease: cur.Lease}
 	}
-	l := Lease{Name: name, Holder: holder, Token: cur.Token + 1, ExpiresAt: now.Add(ttl)}
-	m.leases[name] = l
+	l := Lease{Name: name, Holder: holder, Token: cur.Token + 1, Version: cur.Version + 1, TTL: ttl, Written: clock.Wall()}
+	m.leases[name] = memoryLease{Lease: l}
 	return l, nil
 }
 
@@ -53,13 +58,13 @@ func (m *MemoryStore) Renew(ctx context.Context, l Lease, ttl time.Duration) (Le
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := time.Now()
-	cur, ok := m.leases[l.Name]
-	if !ok || cur.Token != l.Token || cur.Holder != l.Holder || !cur.ExpiresAt.After(now) {
+	cur, ok := m.current(l)
+	if !ok {
 		return Lease{}, fmt.Errorf("renew lease %q token %d: %w", l.Name, l.Token, ErrLeaseLost)
 	}
-	cur.ExpiresAt = now.Add(ttl)
-	m.leases[l.Name] = cur
+	cur.Version++
+	cur.TTL, cur.Written = ttl, clock.Wall()
+	m.leases[l.Name] = memoryLease{Lease: cur}
 	return cur, nil
 }
 
@@ -70,15 +75,13 @@ func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur, ok := m.leases[l.Name]
-	if !ok || cur.Token != l.Token || cur.Holder != l.Holder {
+	cur, ok := m.current(l)
+	if !ok {
 		return nil
 	}
-	now := time.Now()
-	if cur.ExpiresAt.After(now) {
-		cur.ExpiresAt = now
-		m.leases[l.Name] = cur
-	}
+	cur.Version++
+	cur.Written = clock.Wall()
+	m.leases[l.Name] = memoryLease{Lease: cur, released: true}
 	for ch := range m.watchers[l.Name] {
 		select {
 		case *ch <- struct{}{}:
@@ -86,6 +89,16 @@ func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
 		}
 	}
 	return nil
+}
+
+// current returns the stored lease if l (its token and holder) is still
+// its current, unreleased term.
+func (m *MemoryStore) current(l Lease) (Lease, bool) {
+	cur, ok := m.leases[l.Name]
+	if !ok || cur.released || cur.Token != l.Token || cur.Holder != l.Holder {
+		return Lease{}, false
+	}
+	return cur.Lease, true
 }
 
 // Get implements [Store].
@@ -96,10 +109,10 @@ func (m *MemoryStore) Get(ctx context.Context, name string) (Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.leases[name]
-	if !ok || !cur.ExpiresAt.After(time.Now()) {
+	if !ok || cur.released {
 		return Lease{}, fmt.Errorf("lease %q: %w", name, ErrNoLease)
 	}
-	return cur, nil
+	return cur.Lease, nil
 }
 
 // WatchRelease implements [ReleaseWatcher].

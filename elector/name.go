@@ -37,11 +37,11 @@ func validName(what, name string) error {
 	return nil
 }
 
-// ValidateTTL returns nil if ttl is positive, and an error naming it
-// otherwise. Stores call it on every TryAcquire and Renew.
+// ValidateTTL returns nil if ttl is positive and at most [MaxTTL], and an
+// error naming it otherwise. Stores call it on every TryAcquire and Renew.
 func ValidateTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return fmt.Errorf("elector: lease TTL %v must be positive", ttl)
+	if ttl <= 0 || ttl > MaxTTL {
+		return fmt.Errorf("elector: lease TTL %v must be positive and at most %v", ttl, MaxTTL)
 	}
 	return nil
 }

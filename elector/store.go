@@ -5,34 +5,61 @@ import (
 	"time"
 )
 
-// Lease is one term of a named lease as a [Store] records it.
+// Lease is the state of a named lease as a [Store] records it.
 type Lease struct {
 	Name   string // the lease name, 1–255 bytes of printable UTF-8
 	Holder string // the candidate that holds it
 	// Token is the fencing token of this term. Every later term of the same
-	// name has a larger token; renewals keep it.
+	// name has a larger token, even after the store lost its rows; renewals
+	// keep it.
 	Token uint64
-	// ExpiresAt is when the lease expires, by the store's clock. A holder must
-	// not compare it with its own clock; the elector trusts its own monotonic
-	// clock instead (see the package documentation).
-	ExpiresAt time.Time
+	// Version grows with every write to the lease (acquire, renew,
+	// release). A candidate that has seen one Version unchanged for TTL may
+	// take the lease over.
+	Version uint64
+	// TTL is the holder's TTL, as it last acquired or renewed.
+	TTL time.Duration
+	// Written is the time of the last write by the writer's wall clock. It
+	// is for display only: no candidate or holder ever compares it with a
+	// clock.
+	Written time.Time
 }
 
-// Store keeps leases. Every operation is atomic; implementations must pass
+// Is reports whether l and o are the same state of a lease: the same
+// nonzero Token and Version. It is the comparison of [Store.TryAcquire].
+func (l Lease) Is(o Lease) bool {
+	return l.Token != 0 && l.Token == o.Token && l.Version == o.Version
+}
+
+// Expires returns Written + TTL, the expiry to display. The lease may end
+// earlier (released) or later (a candidate takes over only after watching
+// it for TTL on its own clock).
+func (l Lease) Expires() time.Time { return l.Written.Add(l.TTL) }
+
+// Store keeps leases. Stores never compare timestamps: a candidate decides
+// when a holder's lease has run out, by its own clock (see the package
+// documentation). Every operation is atomic; implementations must pass
 // electortest.TestStore. A Store is safe for concurrent use.
 type Store interface {
-	// TryAcquire starts a new term for holder if the lease is free or
-	// expired, with a token larger than any earlier one of this name. If a
-	// live holder has it, even holder itself, it returns a *HeldError
-	// (errors.Is(err, ErrHeld)) naming that holder.
-	TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
-	// Renew extends l by ttl from now if l is still the current, unexpired
-	// term; otherwise it returns ErrLeaseLost, even if nobody else took it.
+	// TryAcquire is a compare-and-set that starts a new term for holder,
+	// with a token larger than any earlier one of this name. It succeeds if
+	// the lease is free (never acquired, or released), or if it still is
+	// exactly observed (same Token and Version): the lease the candidate
+	// watched for its whole TTL. Pass the zero Lease when the candidate has
+	// watched nothing. Otherwise it returns a *HeldError
+	// (errors.Is(err, ErrHeld)) carrying the current lease, so the
+	// candidate can watch it.
+	TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed Lease) (Lease, error)
+	// Renew is a compare-and-set on l's Token and Holder: if l is still the
+	// current, unreleased term, it records ttl, bumps the Version and
+	// returns the new state; otherwise it returns ErrLeaseLost.
 	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
-	// Release frees the lease at once if l is still the current term, and
-	// returns nil otherwise. It never lowers the token.
+	// Release marks the lease released if l is still the current term,
+	// bumping the Version and keeping the Token, and returns nil otherwise.
 	Release(ctx context.Context, l Lease) error
-	// Get returns the live lease of name, or ErrNoLease.
+	// Get returns the current lease of name, or ErrNoLease if it is free.
+	// A held lease whose holder died is still returned: only a candidate's
+	// watch decides that it ran out.
 	Get(ctx context.Context, name string) (Lease, error)
 }
 

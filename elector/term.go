@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // leaseTerm is the [Term] of a [LeaseElector]. One goroutine (renew) keeps
@@ -24,8 +26,8 @@ type leaseTerm struct {
 	lease Lease // updated by each successful renewal
 	err   error // set once, when done is closed
 
-	resignMu sync.Mutex // serializes Resign
-	released bool       // Release succeeded; guarded by resignMu
+	resignMu sync.Mutex // serializes Resign and Abandon
+	settled  bool       // released, or abandoned; guarded by resignMu
 }
 
 func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
@@ -46,7 +48,7 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 }
 
 // trustedUntil is the end of the trust window that a successful acquire or
-// renew, started at start by the holder's monotonic clock, opens.
+// renew, started at start (a reading of clock.Now), opens.
 func trustedUntil(start time.Time, ttl time.Duration) time.Time {
 	return start.Add(ttl - SafetyMargin(ttl))
 }
@@ -60,7 +62,6 @@ func (t *leaseTerm) Err() error {
 	return t.err
 }
 
-// Lease returns the lease as of the last successful acquire or renew.
 func (t *leaseTerm) Lease() Lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -81,7 +82,7 @@ func (t *leaseTerm) end(err error) {
 func (t *leaseTerm) Resign(ctx context.Context) error {
 	t.resignMu.Lock()
 	defer t.resignMu.Unlock()
-	if t.released {
+	if t.settled {
 		return nil
 	}
 	t.end(ErrResigned)
@@ -95,8 +96,22 @@ func (t *leaseTerm) Resign(ctx context.Context) error {
 	if err := t.store.Release(ctx, l); err != nil {
 		return fmt.Errorf("elector: resign lease %q token %d: %w", l.Name, l.Token, err)
 	}
-	t.released = true
+	t.settled = true
 	return nil
+}
+
+// Abandon implements [Term]. It waits for the renewal in flight, which the
+// trust window bounds.
+func (t *leaseTerm) Abandon() {
+	t.resignMu.Lock()
+	defer t.resignMu.Unlock()
+	if t.settled {
+		return
+	}
+	t.end(ErrAbandoned)
+	t.stopRenew()
+	<-t.renewExited
+	t.settled = true
 }
 
 // renew renews the lease until ctx ends, the store says the lease is lost,
@@ -110,7 +125,7 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 	trustUntil := trustedUntil(acquireStart, t.ttl)
 	next := acquireStart.Add(t.renewEvery)
 	var lastErr error
-	timer := time.NewTimer(time.Until(next))
+	timer := time.NewTimer(clock.Until(next))
 	defer timer.Stop()
 	for {
 		select {
@@ -118,7 +133,7 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 			return
 		case <-timer.C:
 		}
-		if !time.Now().Before(trustUntil) {
+		if !clock.Now().Before(trustUntil) {
 			if lastErr != nil {
 				t.end(fmt.Errorf("%w (last renewal: %v)", ErrLeaseExpired, lastErr))
 			} else {
@@ -126,8 +141,8 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 			}
 			return
 		}
-		start := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, trustUntil)
+		start := clock.Now()
+		rctx, cancel := context.WithTimeout(ctx, trustUntil.Sub(start))
 		// The trust window closes on time even if the store does not return
 		// when rctx ends.
 		stopExpiry := context.AfterFunc(rctx, func() {
@@ -156,11 +171,11 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 			t.end(err)
 			return
 		default:
-			next, lastErr = time.Now().Add(retryEvery), err
+			next, lastErr = clock.Now().Add(retryEvery), err
 		}
 		if trustUntil.Before(next) {
 			next = trustUntil
 		}
-		timer.Reset(time.Until(next))
+		timer.Reset(clock.Until(next))
 	}
 }

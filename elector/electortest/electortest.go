@@ -10,15 +10,16 @@
 //		})
 //	}
 //
-// The suite runs in real time with short TTLs and waits for expiry by
-// polling, so it suits stores whose clock is a database server's. Lease names
-// are unique per run, so a database that outlives the test does no harm.
+// The suite never waits for time to pass: stores keep no clock of their own
+// (candidates watch leases on theirs), so every rule is a compare-and-set
+// that can be checked at once. Lease names are unique per run, so a database
+// that outlives the test does no harm.
 package electortest
 
 import (
 	"context"
-	"errors"
-	"fmt"
+		"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,12 +32,7 @@ import (
 	"github.com/leaderaware/leaderaware/elector"
 )
 
-const (
-	longTTL  = time.Minute
-	shortTTL = 150 * time.Millisecond
-	// expiryWait bounds how long the suite waits for a short lease to expire.
-	expiryWait = 10 * time.Second
-)
+const ttl = time.Minute
 
 var (
 	runID = time.Now().UnixNano()
@@ -54,16 +50,17 @@ func TestStore(t *testing.T, newStore func(t *testing.T) elector.Store) {
 		{"HeldByOther", testHeldByOther},
 		{"HeldBySelf", testHeldBySelf},
 		{"NamesAreIndependent", testNamesAreIndependent},
-		{"RenewExtends", testRenewExtends},
-		{"LeaseLivesItsTTL", testLeaseLivesItsTTL},
-		{"RenewExpiredUntaken", testRenewExpiredUntaken},
-		{"RenewStale", testRenewStale},
+		{"RenewBumpsVersion", testRenewBumpsVersion},
+		{"TakeoverNeedsTheObservedVersion", testTakeover},
+		{"RenewAfterTakeover", testRenewAfterTakeover},
 		{"RenewAfterRelease", testRenewAfterRelease},
 		{"ReleaseFrees", testReleaseFrees},
 		{"ReleaseStaleChangesNothing", testReleaseStale},
 		{"TokensIncrease", testTokensIncrease},
+		{"TTLRoundTrips", testTTLRoundTrips},
 		{"GetNone", testGetNone},
 		{"RaceAcquire", testRaceAcquire},
+		{"RaceTakeover", testRaceTakeover},
 		{"BadInput", testBadInput},
 		{"ReleaseWakesWatcher", testReleaseWakesWatcher},
 	}
@@ -81,169 +78,172 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func acquire(t *testing.T, s elector.Store, name, holder string, ttl time.Duration) elector.Lease {
+// acquire takes the lease, free or observed for its TTL (observed may be
+// the zero Lease).
+func acquire(t *testing.T, s elector.Store, name, holder string, observed elector.Lease) elector.Lease {
 	t.Helper()
-	l, err := s.TryAcquire(ctx(t), name, holder, ttl)
-	require.NoError(t, err, "TryAcquire(%q, %q)", name, holder)
+	l, err := s.TryAcquire(ctx(t), name, holder, ttl, observed)
+	require.NoError(t, err, "TryAcquire(%q, %q, observed %+v)", name, holder, observed)
 	return l
 }
 
-// waitExpired polls Get until the lease has no live holder.
-func waitExpired(t *testing.T, s elector.Store, name string) {
+// held returns the lease a refused TryAcquire reports.
+func held(t *testing.T, err error) elector.Lease {
 	t.Helper()
-	deadline := time.Now().Add(expiryWait)
-	c := ctx(t)
-	for {
-		_, err := s.Get(c, name)
-		if errors.Is(err, elector.ErrNoLease) {
-			return
-		}
-		require.NoError(t, err, "Get(%q)", name)
-		if time.Now().After(deadline) {
-			t.Fatalf("lease %q still live %v after a %v TTL", name, expiryWait, shortTTL)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	require.ErrorIs(t, err, elector.ErrHeld)
+	var he *elector.HeldError
+	require.ErrorAs(t, err, &he, "ErrHeld must come as a *elector.HeldError carrying the current lease")
+	return he.Lease
 }
 
 func testAcquireFree(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "a", longTTL)
+	before := time.Now()
+	l := acquire(t, s, name, "a", elector.Lease{})
 	assert.Equal(t, name, l.Name)
 	assert.Equal(t, "a", l.Holder)
 	assert.NotZero(t, l.Token, "the first token must be positive")
-	assert.False(t, l.ExpiresAt.IsZero(), "ExpiresAt must be set")
+	assert.NotZero(t, l.Version, "the first version must be positive")
+	assert.Equal(t, ttl, l.TTL)
+	assert.WithinDuration(t, before, l.Written, time.Hour, "Written must be the writer's clock time")
 	got, err := s.Get(ctx(t), name)
 	require.NoError(t, err)
-	assert.Equal(t, l.Holder, got.Holder)
-	assert.Equal(t, l.Token, got.Token)
+	assertSame(t, l, got, "Get after TryAcquire")
+}
+
+// assertSame checks that two readings are the same state of a lease.
+func assertSame(t *testing.T, want, got elector.Lease, when string) {
+	t.Helper()
+	assert.Equal(t, want.Holder, got.Holder, "holder, %s", when)
+	assert.Equal(t, want.Token, got.Token, "token, %s", when)
+	assert.Equal(t, want.Version, got.Version, "version, %s", when)
+	assert.Equal(t, want.TTL, got.TTL, "TTL, %s", when)
 }
 
 func testHeldByOther(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "holder-a", longTTL)
-	_, err := s.TryAcquire(ctx(t), name, "holder-b", longTTL)
-	require.ErrorIs(t, err, elector.ErrHeld)
-	assert.Contains(t, err.Error(), "holder-a", "ErrHeld must name the live holder")
-	var held *elector.HeldError
-	if errors.As(err, &held) {
-		assert.Equal(t, l.Token, held.Lease.Token)
-	}
+	l := acquire(t, s, name, "holder-a", elector.Lease{})
+	_, err := s.TryAcquire(ctx(t), name, "holder-b", ttl, elector.Lease{})
+	assert.Contains(t, err.Error(), "holder-a", "ErrHeld must name the holder")
+	assertSame(t, l, held(t, err), "in the HeldError")
 	got, err := s.Get(ctx(t), name)
 	require.NoError(t, err)
-	assert.Equal(t, l.Token, got.Token, "a refused TryAcquire must not change the lease")
+	assertSame(t, l, got, "after a refused TryAcquire")
 }
 
 func testHeldBySelf(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "same", longTTL)
-	_, err := s.TryAcquire(ctx(t), name, "same", longTTL)
-	require.ErrorIs(t, err, elector.ErrHeld, "the live holder asking again must wait for its old lease")
-	assert.Contains(t, err.Error(), "same")
+	l := acquire(t, s, name, "same", elector.Lease{})
+	_, err := s.TryAcquire(ctx(t), name, "same", ttl, elector.Lease{})
+	assertSame(t, l, held(t, err), "the holder asking again must watch its old lease like anyone")
 	got, err := s.Get(ctx(t), name)
 	require.NoError(t, err)
-	assert.Equal(t, l.Token, got.Token)
+	assertSame(t, l, got, "after a refused TryAcquire")
 }
 
 func testNamesAreIndependent(t *testing.T, s elector.Store, name string) {
-	acquire(t, s, name+"/1", "a", longTTL)
-	l2 := acquire(t, s, name+"/2", "b", longTTL)
+	acquire(t, s, name+"/1", "a", elector.Lease{})
+	l2 := acquire(t, s, name+"/2", "b", elector.Lease{})
 	got, err := s.Get(ctx(t), name+"/2")
 	require.NoError(t, err)
-	assert.Equal(t, "b", got.Holder)
-	assert.Equal(t, l2.Token, got.Token)
+	assertSame(t, l2, got, "of the second name")
 }
 
-func testRenewExtends(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "a", longTTL)
-	r, err := s.Renew(ctx(t), l, 2*longTTL)
+func testRenewBumpsVersion(t *testing.T, s elector.Store, name string) {
+	l := acquire(t, s, name, "a", elector.Lease{})
+	r, err := s.Renew(ctx(t), l, 2*ttl)
 	require.NoError(t, err)
 	assert.Equal(t, l.Token, r.Token, "renewal keeps the token")
 	assert.Equal(t, "a", r.Holder)
-	assert.True(t, r.ExpiresAt.After(l.ExpiresAt), "renewal must extend ExpiresAt: %v then %v", l.ExpiresAt, r.ExpiresAt)
-	assert.Less(t, r.ExpiresAt.Sub(l.ExpiresAt), 2*longTTL-longTTL/2,
-		"renewal extends from now, not from the old expiry: %v then %v", l.ExpiresAt, r.ExpiresAt)
-	// The renewed lease renews again.
-	_, err = s.Renew(ctx(t), r, longTTL)
-	require.NoError(t, err)
-}
-
-// testLeaseLivesItsTTL checks that a lease is not expired early: a lease of
-// a few seconds is still live, and renewable, a second after it was taken.
-func testLeaseLivesItsTTL(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "a", 3*time.Second)
-	time.Sleep(time.Second)
+	assert.Greater(t, r.Version, l.Version, "renewal must bump the version")
+	assert.Equal(t, 2*ttl, r.TTL, "renewal records the new TTL")
 	got, err := s.Get(ctx(t), name)
-	require.NoError(t, err, "a 3s lease must still be live after 1s")
-	assert.Equal(t, l.Token, got.Token)
-	_, err = s.Renew(ctx(t), l, 3*time.Second)
 	require.NoError(t, err)
+	assertSame(t, r, got, "after Renew")
+	// A renewal keyed on an older version of the same term still renews:
+	// the version is for candidates, the term is token and holder.
+	r2, err := s.Renew(ctx(t), l, ttl)
+	require.NoError(t, err)
+	assert.Greater(t, r2.Version, r.Version)
 }
 
-func testRenewExpiredUntaken(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "a", shortTTL)
-	waitExpired(t, s, name)
-	_, err := s.Renew(ctx(t), l, longTTL)
-	require.ErrorIs(t, err, elector.ErrLeaseLost, "renewing an expired lease must fail even if nobody took it")
+func testTakeover(t *testing.T, s elector.Store, name string) {
+	first := acquire(t, s, name, "a", elector.Lease{})
+	renewed, err := s.Renew(ctx(t), first, ttl)
+	require.NoError(t, err)
+	// Observing an older version of the lease is not enough: its holder
+	// renewed since.
+	_, err = s.TryAcquire(ctx(t), name, "b", ttl, first)
+	assertSame(t, renewed, held(t, err), "a takeover with a stale observation")
+	got, err := s.Get(ctx(t), name)
+	require.NoError(t, err)
+	assertSame(t, renewed, got, "after a refused takeover")
+	// The version the candidate observed is still current: it takes over.
+	next := acquire(t, s, name, "b", renewed)
+	assert.Equal(t, "b", next.Holder)
+	assert.Greater(t, next.Token, renewed.Token, "a takeover must raise the token")
+	assert.Greater(t, next.Version, renewed.Version, "a takeover must raise the version")
+	// The same observation cannot be used twice.
+	_, err = s.TryAcquire(ctx(t), name, "c", ttl, renewed)
+	assertSame(t, next, held(t, err), "a second takeover with the same observation")
+}
+
+func testRenewAfterTakeover(t *testing.T, s elector.Store, name string) {
+	old := acquire(t, s, name, "a", elector.Lease{})
+	cur := acquire(t, s, name, "b", old)
+	_, err := s.Renew(ctx(t), old, ttl)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	// Same holder, earlier token: still stale.
+	same := name + "/same-holder"
+	first := acquire(t, s, same, "a", elector.Lease{})
+	acquire(t, s, same, "a", first)
+	_, err = s.Renew(ctx(t), first, ttl)
+	require.ErrorIs(t, err, elector.ErrLeaseLost, "a holder's earlier term must not renew its later one")
+	got, err := s.Get(ctx(t), name)
+	require.NoError(t, err)
+	assertSame(t, cur, got, "after a stale renewal")
+}
+
+func testRenewAfterRelease(t *testing.T, s elector.Store, name string) {
+	l := acquire(t, s, name, "a", elector.Lease{})
+	require.NoError(t, s.Release(ctx(t), l))
+	_, err := s.Renew(ctx(t), l, ttl)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
 	_, err = s.Get(ctx(t), name)
 	require.ErrorIs(t, err, elector.ErrNoLease, "a refused renewal must not revive the lease")
 }
 
-func testRenewStale(t *testing.T, s elector.Store, name string) {
-	old := acquire(t, s, name, "a", shortTTL)
-	waitExpired(t, s, name)
-	cur := acquire(t, s, name, "b", longTTL)
-	_, err := s.Renew(ctx(t), old, longTTL)
-	require.ErrorIs(t, err, elector.ErrLeaseLost)
-	// Same holder name, old token: still stale.
-	again := acquire(t, s, name+"/same-holder", "a", shortTTL)
-	waitExpired(t, s, name+"/same-holder")
-	acquire(t, s, name+"/same-holder", "a", longTTL)
-	_, err = s.Renew(ctx(t), again, longTTL)
-	require.ErrorIs(t, err, elector.ErrLeaseLost, "a holder's earlier term must not renew its later one")
-	got, err := s.Get(ctx(t), name)
-	require.NoError(t, err)
-	assert.Equal(t, cur.Token, got.Token)
-	assert.Equal(t, "b", got.Holder)
-}
-
-func testRenewAfterRelease(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "a", longTTL)
-	require.NoError(t, s.Release(ctx(t), l))
-	_, err := s.Renew(ctx(t), l, longTTL)
-	require.ErrorIs(t, err, elector.ErrLeaseLost)
-}
-
 func testReleaseFrees(t *testing.T, s elector.Store, name string) {
-	l := acquire(t, s, name, "a", longTTL)
+	l := acquire(t, s, name, "a", elector.Lease{})
 	require.NoError(t, s.Release(ctx(t), l))
 	_, err := s.Get(ctx(t), name)
 	require.ErrorIs(t, err, elector.ErrNoLease, "Release must free the lease at once")
-	next := acquire(t, s, name, "b", longTTL)
+	next := acquire(t, s, name, "b", elector.Lease{})
 	assert.Greater(t, next.Token, l.Token, "Release must never lower the token")
+	assert.Greater(t, next.Version, l.Version)
 	require.NoError(t, s.Release(ctx(t), l), "releasing a stale lease returns nil")
 	require.NoError(t, s.Release(ctx(t), next))
 	require.NoError(t, s.Release(ctx(t), next), "releasing twice returns nil")
+	// A free lease is taken whatever the candidate observed.
+	again := acquire(t, s, name, "c", l)
+	assert.Greater(t, again.Token, next.Token)
 }
 
 func testReleaseStale(t *testing.T, s elector.Store, name string) {
-	old := acquire(t, s, name, "a", shortTTL)
-	waitExpired(t, s, name)
-	cur := acquire(t, s, name, "b", longTTL)
+	old := acquire(t, s, name, "a", elector.Lease{})
+	cur := acquire(t, s, name, "b", old)
 	require.NoError(t, s.Release(ctx(t), old))
 	got, err := s.Get(ctx(t), name)
 	require.NoError(t, err, "releasing a stale lease must not free the current one")
-	assert.Equal(t, cur.Token, got.Token)
-	assert.Equal(t, "b", got.Holder)
-	_, err = s.TryAcquire(ctx(t), name, "c", longTTL)
-	require.ErrorIs(t, err, elector.ErrHeld)
+	assertSame(t, cur, got, "after a stale release")
+	_, err = s.TryAcquire(ctx(t), name, "c", ttl, elector.Lease{})
+	held(t, err)
 
 	// The same holder's earlier term does not free its later one.
 	same := name + "/same-holder"
-	first := acquire(t, s, same, "a", shortTTL)
-	waitExpired(t, s, same)
-	second := acquire(t, s, same, "a", longTTL)
+	first := acquire(t, s, same, "a", elector.Lease{})
+	second := acquire(t, s, same, "a", first)
 	require.NoError(t, s.Release(ctx(t), first))
 	got, err = s.Get(ctx(t), same)
 	require.NoError(t, err, "releasing a holder's stale term must not free its current one")
-	assert.Equal(t, second.Token, got.Token)
+	assertSame(t, second, got, "after the holder's stale release")
 }
 
 func testTokensIncrease(t *testing.T, s elector.Store, name string) {
@@ -253,23 +253,40 @@ func testTokensIncrease(t *testing.T, s elector.Store, name string) {
 		assert.Greater(t, l.Token, last, "token after %s", after)
 		last = l.Token
 	}
-	l := acquire(t, s, name, "a", longTTL)
+	l := acquire(t, s, name, "a", elector.Lease{})
 	check(l, "first acquire")
 	require.NoError(t, s.Release(ctx(t), l))
-	l = acquire(t, s, name, "a", shortTTL)
+	l = acquire(t, s, name, "a", elector.Lease{})
 	check(l, "release (same holder)")
-	waitExpired(t, s, name)
-	l = acquire(t, s, name, "b", shortTTL)
-	check(l, "expiry (takeover)")
-	waitExpired(t, s, name)
-	l = acquire(t, s, name, "b", longTTL)
-	check(l, "expiry (same holder)")
-	r, err := s.Renew(ctx(t), l, longTTL)
+	l = acquire(t, s, name, "b", l)
+	check(l, "takeover")
+	l = acquire(t, s, name, "b", l)
+	check(l, "takeover (same holder)")
+	r, err := s.Renew(ctx(t), l, ttl)
 	require.NoError(t, err)
 	assert.Equal(t, l.Token, r.Token, "renewal keeps the token")
 	require.NoError(t, s.Release(ctx(t), r))
-	l = acquire(t, s, name, "c", longTTL)
+	l = acquire(t, s, name, "c", elector.Lease{})
 	check(l, "release (other holder)")
+}
+
+// testTTLRoundTrips checks that the store keeps the holder's TTL at least
+// as long as given (a candidate must never watch for less), up to the
+// longest the elector allows, without overflowing.
+func testTTLRoundTrips(t *testing.T, s elector.Store, name string) {
+	for i, d := range []time.Duration{elector.MaxTTL, 1500*time.Millisecond + time.Nanosecond, time.Nanosecond} {
+		n := fmt.Sprintf("%s/%d", name, i)
+		l, err := s.TryAcquire(ctx(t), n, "a", d, elector.Lease{})
+		require.NoError(t, err, "TryAcquire with TTL %v", d)
+		assert.GreaterOrEqual(t, l.TTL, d, "TryAcquire must keep the TTL %v, rounded up if at all", d)
+		assert.Less(t, l.TTL-d, time.Second, "TTL %v stored as %v", d, l.TTL)
+		got, err := s.Get(ctx(t), n)
+		require.NoError(t, err)
+		assert.Equal(t, l.TTL, got.TTL, "Get must return the TTL TryAcquire recorded")
+		r, err := s.Renew(ctx(t), l, d)
+		require.NoError(t, err, "Renew with TTL %v", d)
+		assert.GreaterOrEqual(t, r.TTL, d)
+	}
 }
 
 func testGetNone(t *testing.T, s elector.Store, name string) {
@@ -277,7 +294,9 @@ func testGetNone(t *testing.T, s elector.Store, name string) {
 	require.ErrorIs(t, err, elector.ErrNoLease)
 }
 
-func testRaceAcquire(t *testing.T, s elector.Store, name string) {
+// race runs n candidates' TryAcquire at once and checks that exactly one
+// won and the others saw ErrHeld.
+func race(t *testing.T, s elector.Store, name string, observed elector.Lease) {
 	const n = 16
 	var (
 		wg      sync.WaitGroup
@@ -288,7 +307,7 @@ func testRaceAcquire(t *testing.T, s elector.Store, name string) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = s.TryAcquire(ctx(t), name, fmt.Sprintf("racer-%d", i), longTTL)
+			_, errs[i] = s.TryAcquire(ctx(t), name, fmt.Sprintf("racer-%d", i), ttl, observed)
 			if errs[i] == nil {
 				winners.Add(1)
 			}
@@ -304,29 +323,40 @@ func testRaceAcquire(t *testing.T, s elector.Store, name string) {
 	}
 }
 
+func testRaceAcquire(t *testing.T, s elector.Store, name string) {
+	race(t, s, name, elector.Lease{})
+}
+
+func testRaceTakeover(t *testing.T, s elector.Store, name string) {
+	l := acquire(t, s, name, "holder", elector.Lease{})
+	race(t, s, name, l)
+}
+
 func testBadInput(t *testing.T, s elector.Store, name string) {
 	bad := []string{"", "tab\there", "nul\x00", strings.Repeat("x", 256), "\xff\xfe"}
 	for _, n := range bad {
-		_, err := s.TryAcquire(ctx(t), n, "a", longTTL)
+		_, err := s.TryAcquire(ctx(t), n, "a", ttl, elector.Lease{})
 		require.Error(t, err, "TryAcquire must refuse the lease name %q", n)
 		assert.NotErrorIs(t, err, elector.ErrHeld)
 		_, err = s.Get(ctx(t), n)
 		require.Error(t, err, "Get must refuse the lease name %q", n)
-		assert.NotErrorIs(t, err, elector.ErrNoLease, "Get(%q) must report the bad name, not a missing lease", n)
+		assert.NotErrorIs(t, err, elector.ErrNoLease, "Get(%q) must report the bad name, not a free lease", n)
 	}
-	for _, ttl := range []time.Duration{0, -time.Second} {
-		_, err := s.TryAcquire(ctx(t), name, "a", ttl)
-		require.Error(t, err, "TryAcquire must refuse the TTL %v", ttl)
-		assert.Contains(t, err.Error(), ttl.String())
+	for _, d := range []time.Duration{0, -time.Second, elector.MaxTTL + time.Nanosecond, math.MaxInt64} {
+		_, err := s.TryAcquire(ctx(t), name, "a", d, elector.Lease{})
+		require.Error(t, err, "TryAcquire must refuse the TTL %v", d)
+		assert.Contains(t, err.Error(), d.String())
 	}
-	_, err := s.TryAcquire(ctx(t), name, "", longTTL)
+	_, err := s.TryAcquire(ctx(t), name, "", ttl, elector.Lease{})
 	require.Error(t, err, "TryAcquire must refuse an empty holder")
-	l := acquire(t, s, name, "a", longTTL)
-	_, err = s.Renew(ctx(t), l, 0)
-	require.Error(t, err, "Renew must refuse a zero TTL")
+	l := acquire(t, s, name, "a", elector.Lease{})
+	for _, d := range []time.Duration{0, math.MaxInt64} {
+		_, err = s.Renew(ctx(t), l, d)
+		require.Error(t, err, "Renew must refuse the TTL %v", d)
+	}
 	got, err := s.Get(ctx(t), name)
 	require.NoError(t, err, "a refused renewal must leave the lease alone")
-	assert.Equal(t, l.Token, got.Token)
+	assertSame(t, l, got, "after refused renewals")
 }
 
 // testReleaseWakesWatcher checks stores that implement elector.ReleaseWatcher:
@@ -338,7 +368,7 @@ func testReleaseWakesWatcher(t *testing.T, s elector.Store, name string) {
 	}
 	released, stop := w.WatchRelease(name)
 	defer stop()
-	l := acquire(t, s, name, "a", longTTL)
+	l := acquire(t, s, name, "a", elector.Lease{})
 	require.NoError(t, s.Release(ctx(t), l))
 	select {
 	case <-released:

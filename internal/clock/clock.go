@@ -1,0 +1,45 @@
+// Package clock reads the two clocks leaderaware uses: an elapsed-time clock
+// that keeps counting while the machine is suspended, for trust windows and
+// watches, and the wall clock, for display and token floors only. It is the
+// one seam through which tests step the wall clock and simulate a suspend.
+package clock
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+var (
+	wallStep  atomic.Int64 // added to the wall clock (Step)
+	suspended atomic.Int64 // added to the elapsed clock (Suspend)
+)
+
+// Now returns the current instant of the elapsed-time clock: Go's monotonic
+// clock plus the time the machine has spent suspended since the process
+// started (on Linux, CLOCK_BOOTTIME minus CLOCK_MONOTONIC). Compare its
+// readings only with each other (Sub, Before, After); never with time.Now.
+// Inside a testing/synctest bubble it runs on the bubble's fake time.
+func Now() time.Time {
+	return time.Now().Add(sleptSinceStart() + time.Duration(suspended.Load()))
+}
+
+// Since returns the elapsed time since t, a reading of [Now].
+func Since(t time.Time) time.Duration { return Now().Sub(t) }
+
+// Until returns the elapsed time until t, a reading of [Now].
+func Until(t time.Time) time.Duration { return t.Sub(Now()) }
+
+// Wall returns the wall-clock time, for display and for token floors. It may
+// step backwards or forwards; never measure a lease with it.
+func Wall() time.Time {
+	return time.Now().Round(0).Add(time.Duration(wallStep.Load()))
+}
+
+// Step moves the wall clock of this process by d, as an NTP step would.
+// For tests.
+func Step(d time.Duration) { wallStep.Add(int64(d)) }
+
+// Suspend advances the elapsed-time clock of this process by d without
+// moving Go's monotonic clock, as a suspend of the machine would: timers fire
+// late, readings of [Now] jump. For tests.
+func Suspend(d time.Duration) { suspended.Add(int64(d)) }

@@ -179,7 +179,7 @@ func TestTermEndsOnItsOwn(t *testing.T) {
 					if term, ok := elector.TermFromContext(ctx); ok {
 						s.token = term.Token()
 					}
-					_, err := store.mem.TryAcquire(ctx, leaseName, "rival", time.Second)
+					_, err := store.mem.TryAcquire(ctx, leaseName, "rival", time.Second, elector.Lease{})
 					s.rivalHeld = errors.Is(err, elector.ErrHeld)
 					seen.set(s)
 					return nil

@@ -46,13 +46,13 @@ func newCountingStore() *countingStore {
 	return &countingStore{Store: mem, mem: mem, ev: &events{}}
 }
 
-func (s *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+func (s *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	s.acquires.Add(1)
 	if s.failAcquires.Load() > 0 {
 		s.failAcquires.Add(-1)
 		return elector.Lease{}, errStoreDown
 	}
-	return s.Store.TryAcquire(ctx, name, holder, ttl)
+	return s.Store.TryAcquire(ctx, name, holder, ttl, observed)
 }
 
 func (s *countingStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
@@ -224,27 +224,44 @@ func (e *fakeElector) newTerm() *fakeTerm {
 }
 
 type fakeTerm struct {
-	token   uint64
-	done    chan struct{}
-	once    sync.Once
-	resigns atomic.Int32
+	token    uint64
+	done     chan struct{}
+	once     sync.Once
+	err      atomic.Pointer[error] // set by the first Resign or Abandon
+	resigns  atomic.Int32
+	abandons atomic.Int32
 }
 
+func (t *fakeTerm) Lease() elector.Lease {
+	return elector.Lease{Name: leaseName, Holder: "fake", Token: t.token}
+}
 func (t *fakeTerm) Token() uint64         { return t.token }
 func (t *fakeTerm) Done() <-chan struct{} { return t.done }
 func (t *fakeTerm) Err() error {
 	select {
 	case <-t.done:
-		return elector.ErrResigned
+		return *t.err.Load()
 	default:
 		return nil
 	}
 }
 
+func (t *fakeTerm) end(err error) {
+	t.once.Do(func() {
+		t.err.Store(&err)
+		close(t.done)
+	})
+}
+
 func (t *fakeTerm) Resign(context.Context) error {
 	t.resigns.Add(1)
-	t.once.Do(func() { close(t.done) })
+	t.end(elector.ErrResigned)
 	return nil
+}
+
+func (t *fakeTerm) Abandon() {
+	t.abandons.Add(1)
+	t.end(elector.ErrAbandoned)
 }
 
 // box is a value shared between the gate goroutine and the test.

@@ -18,7 +18,7 @@ package electortest
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"math"
 	"strings"
 	"sync"

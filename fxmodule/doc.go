@@ -26,7 +26,11 @@
 // Mistakes that can be seen before the app is built (a J that cannot be
 // decorated, a bad lease name, bad elector timings, a nil store) are
 // errors from fx.New (app.Err) that name the bad value: nothing is
-// constructed, opened or started, and nothing panics.
+// constructed, opened or started, and nothing panics. So are two
+// mistakes that would otherwise go unnoticed, and the store is then not
+// opened: two jobs under one lease name (only one of them would ever run),
+// and the default SQLite path in Kubernetes (each pod would have a file of
+// its own, so every pod would lead).
 //
 // # Without fx
 //

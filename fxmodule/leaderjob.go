@@ -3,6 +3,8 @@ package fxmodule
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"go.uber.org/fx"
 
@@ -21,8 +23,11 @@ import (
 // J must be provided once, by a constructor that does not start the job
 // itself; use a distinct interface type per job, such as
 // `type PriceRefresher decorator.Job`, and one LeaderJob per J (a second
-// one for the same J is an error from fx.New). A J that a decorated job
-// cannot be returned as (not an interface type, or one with methods other
+// one for the same J is an error from fx.New). Give each job a lease name
+// of its own: two jobs under one name would share one lease, so only one of
+// them would ever run; two LeaderJobs with one name anywhere in an app are
+// an error from fx.New naming both types. A J that a decorated job cannot
+// be returned as (not an interface type, or one with methods other
 // than Start, Stop, Unwrap and String; see [decorator.CanDecorate]) and an
 // invalid lease name are errors from fx.New naming J and the name, returned
 // before anything is constructed or opened; LeaderJob never panics.
@@ -40,10 +45,43 @@ func LeaderJob[J decorator.Job](name string, opts ...decorator.Option) fx.Option
 		lc.Append(fx.StartStopHook(d.Start, d.Stop))
 		return d, nil
 	}
+	claim := leaseClaim{name: name, job: reflect.TypeFor[J]()}
 	return fx.Options(
+		fx.Provide(fx.Annotate(func() leaseClaim { return claim }, fx.ResultTags(claimsGroup))),
+		// A module's invokes run before those of the module around it: the
+		// names are checked before the jobs are built or the store opened.
+		fx.Module("leaderaware", fx.Invoke(fx.Annotate(claim.unique, fx.ParamTags(claimsGroup)))),
 		fx.Decorate(decorate),
 		fx.Invoke(func(J) {}), // build the job even if nothing else asks for it
 	)
+}
+
+// claimsGroup is the fx value group of the lease names that the
+// LeaderJobs of an app use. Its values are provided to the root of the
+// app, so every LeaderJob sees every other one, whatever its module.
+const claimsGroup = `group:"fxmodule.leases"`
+
+// leaseClaim is the lease name one LeaderJob uses, and its job type.
+type leaseClaim struct {
+	name string
+	job  reflect.Type
+}
+
+// unique returns an error naming the job types if another claim in all
+// uses c's lease name.
+func (c leaseClaim) unique(all []leaseClaim) error {
+	var jobs []string
+	for _, o := range all {
+		if o.name == c.name {
+			jobs = append(jobs, o.job.String())
+		}
+	}
+	if len(jobs) < 2 {
+		return nil
+	}
+	slices.Sort(jobs) // fx hands out group values in random order
+	return fmt.Errorf("fxmodule.LeaderJob: jobs %s share the lease name %q, so only one of them would ever run; give each job a lease name of its own",
+		strings.Join(jobs, " and "), c.name)
 }
 
 // NewLeaderJob returns j decorated with [decorator.Decorate] to run only

@@ -9,14 +9,15 @@ import (
 )
 
 // DefaultSQLitePath is the lease file [Module] opens when Config.SQLitePath
-// is empty, relative to the working directory.
+// is empty, relative to the working directory; outside Kubernetes only.
 const DefaultSQLitePath = "leaderaware.db"
 
 // Config configures [Module].
 type Config struct {
-	// SQLitePath is the SQLite file that holds the leases. Default
-	// [DefaultSQLitePath]. Every replica on the host must use the same
-	// file; its directory must exist.
+	// SQLitePath is the SQLite file that holds the leases. Every replica
+	// must use the same file, so all must run on one host; its directory
+	// must exist. Default [DefaultSQLitePath], which [NewSQLiteStore]
+	// refuses in Kubernetes, where each pod would have its own.
 	SQLitePath string
 	// Elector sets the timings and holder name of every job's elector; the
 	// zero value takes the defaults of [elector.Config]. A Holder set here
@@ -33,7 +34,9 @@ type Config struct {
 //     defaults in each elector);
 //   - *sqlitelease.Store: the SQLite file at cfg.SQLitePath, opened when
 //     something first asks for it and closed by an OnStop hook, after the
-//     OnStop hooks of everything constructed later (such as the jobs);
+//     OnStop hooks of everything constructed later (such as the jobs). In
+//     Kubernetes, the default path is an error from fx.New instead (see
+//     [NewSQLiteStore]);
 //   - elector.Store: that *sqlitelease.Store, unless [WithStore] replaces
 //     it (and then the file is not opened unless something asks for
 //     *sqlitelease.Store itself).
@@ -45,7 +48,8 @@ type Config struct {
 // an error), fx runs no OnStop hook, so the file stays open until the
 // process exits, as fx apps do when fx.New fails. Bad input that this
 // package can see (a J that cannot be decorated, a bad lease name or
-// elector config) fails before the store is opened.
+// elector config, two jobs under one lease name, the default path in
+// Kubernetes) fails before the store is opened.
 func Module(cfg Config) fx.Option {
 	if err := cfg.Elector.Validate(); err != nil {
 		return fx.Error(fmt.Errorf("fxmodule.Module: %w", err))

@@ -98,6 +98,9 @@ func TestModuleRefusesElectorConfig(t *testing.T) {
 		want string
 	}{
 		"negative TTL":             {elector.Config{TTL: -time.Second}, "-1s"},
+		"TTL below the floor":      {elector.Config{TTL: 50 * time.Millisecond}, "TTL 50ms"},
+		"TTL above the limit":      {elector.Config{TTL: 25 * time.Hour}, "TTL 25h0m0s"},
+		"retry above the limit":    {elector.Config{RetryInterval: 25 * time.Hour}, "RetryInterval 25h0m0s"},
 		"TTL not above renew":      {elector.Config{TTL: time.Second, RenewInterval: time.Second}, "RenewInterval 1s"},
 		"renew leaves no room":     {elector.Config{TTL: time.Second, RenewInterval: 600 * time.Millisecond}, "RenewInterval 600ms"},
 		"holder with a line break": {elector.Config{Holder: "a\nb"}, `"a\nb"`},
@@ -132,4 +135,46 @@ func TestLeaderJobTwiceForOneType(t *testing.T) {
 	require.Error(t, app.Err())
 	assert.ErrorContains(t, app.Err(), reflect.TypeFor[testJob]().String())
 	assertNoFile(t, path)
+}
+
+// otherJob is a second job type in the graph.
+type otherJob decorator.Job
+
+// TestLeaderJobRefusesSharedLeaseName: two jobs under one lease name would
+// share one lease, so only one of them would ever run. fx.New refuses,
+// naming both job types and the name, before anything is constructed or
+// opened: also when the two LeaderJobs sit in different modules.
+func TestLeaderJobRefusesSharedLeaseName(t *testing.T) {
+	want := []string{reflect.TypeFor[testJob]().String(), reflect.TypeFor[otherJob]().String(), `"shared"`}
+	jobs := []func(string, *atomic.Int64) fx.Option{
+		provide[testJob](newCountingJob(nil)), provide[otherJob](newCountingJob(nil)),
+		leaderJob[testJob]("shared"), leaderJob[otherJob]("shared"),
+	}
+	t.Run("one module", func(t *testing.T) {
+		refused(t, want, append([]func(string, *atomic.Int64) fx.Option{module(fast)}, jobs...)...)
+	})
+	t.Run("sibling modules", func(t *testing.T) {
+		refused(t, want, module(fast),
+			func(path string, built *atomic.Int64) fx.Option {
+				return fx.Module("a", jobs[0](path, built), jobs[2](path, built))
+			},
+			func(path string, built *atomic.Int64) fx.Option {
+				return fx.Module("b", jobs[1](path, built), jobs[3](path, built))
+			})
+	})
+}
+
+// TestLeaderJobDistinctLeaseNames: two jobs with lease names of their own
+// both run.
+func TestLeaderJobDistinctLeaseNames(t *testing.T) {
+	a, b := newCountingJob(nil), newCountingJob(nil)
+	app := fxtestNew(t,
+		fxmodule.Module(fxmodule.Config{SQLitePath: dbPath(t), Elector: fast}),
+		fx.Provide(func() testJob { return a }, func() otherJob { return b }),
+		fxmodule.LeaderJob[testJob]("job-a"),
+		fxmodule.LeaderJob[otherJob]("job-b"),
+	)
+	app.RequireStart()
+	require.Eventually(t, func() bool { return a.running.Load() && b.running.Load() }, 5*time.Second, 5*time.Millisecond)
+	app.RequireStop()
 }

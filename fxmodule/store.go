@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 
 	"go.uber.org/fx"
@@ -14,11 +15,20 @@ import (
 
 // NewSQLiteStore opens the SQLite lease file of cfg (Config.SQLitePath, or
 // [DefaultSQLitePath] if it is empty) and, if lc is not nil, appends an
-// OnStop hook that closes it. Errors name the path. It is the constructor
-// [Module] provides; without fx, pass a nil lc and Close the store yourself.
+// OnStop hook that closes it. Errors name the path. In Kubernetes (the
+// environment variable KUBERNETES_SERVICE_HOST is set) it refuses the
+// default path: each pod would have a file of its own, and every pod would
+// lead. It is the constructor [Module] provides; without fx, pass a nil lc
+// and Close the store yourself.
 func NewSQLiteStore(lc fx.Lifecycle, cfg Config) (*sqlitelease.Store, error) {
 	path := cfg.SQLitePath
 	if path == "" {
+		if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+			return nil, fmt.Errorf("fxmodule: running in Kubernetes (KUBERNETES_SERVICE_HOST is set) with the default SQLite lease file %q: "+
+				"each pod gets its own file, so every pod would lead every job. "+
+				"Keep the leases in PostgreSQL (fxmodule.WithStore with a *pglease.Store), "+
+				"or, if every replica runs on one node, set Config.SQLitePath to a file on a volume they all share", DefaultSQLitePath)
+		}
 		path = DefaultSQLitePath
 	}
 	s, err := sqlitelease.Open(path)

@@ -13,7 +13,7 @@ type FencedStore interface {
 	// writes that need no leadership (such as enqueueing work).
 	DB() *sql.DB
 	// Fenced runs fn in a transaction that commits only if the term carried
-	// by ctx is still the current, unexpired holder of its lease. Otherwise
+	// by ctx is still the current, unreleased term of its lease. Otherwise
 	// it returns an error wrapping elector.ErrLeaseLost and nothing fn wrote
 	// is kept; a ctx without a term gives an error wrapping
 	// elector.ErrNoTerm.

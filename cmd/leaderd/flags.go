@@ -63,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.holder, "holder", defaultHolder(), "holder `name` of this instance in the lease table; unique per instance")
 	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "lease TTL: a killed leader is replaced within ttl + retry")
 	fs.DurationVar(&o.renew, "renew", defaultRenew, "how often the leader renews its leases; at most (ttl - ttl/10) / 2")
-	fs.DurationVar(&o.retry, "retry", defaultRetry, "how often a follower retries to acquire a held lease")
+	fs.DurationVar(&o.retry, "retry", defaultRetry, "how often a follower reads a held lease to see whether its leader still renews it")
 	fs.DurationVar(&o.interval, "interval", defaultInterval, "how often each job runs while leading")
 	fs.StringVar(&o.priceURL, "price-url", "", "http(s) `URL` of a JSON price source (default: simulated prices)")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "http(s) `URL` to enqueue a demo webhook to every interval (default: none)")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -156,7 +157,7 @@ func (r *recorder) warns() []string {
 }
 
 // statusTable runs `leaderd status -db db` and returns its table as rows of
-// fields, without the header.
+// cells (separated by two spaces or more), without the header.
 func statusTable(t *testing.T, db string) [][]string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
@@ -169,10 +170,13 @@ func statusTable(t *testing.T, db string) [][]string {
 	}
 	var rows [][]string
 	for _, l := range lines[1:] {
-		rows = append(rows, strings.Fields(l))
+		rows = append(rows, cellSep.Split(strings.TrimSpace(l), -1))
 	}
 	return rows
 }
+
+// cellSep separates the cells of a status row.
+var cellSep = regexp.MustCompile(` {2,}`)
 
 // expiredAirdrops returns how many airdrops in db have been expired, each
 // by a term with a token. It may run on a goroutine of testify's: it

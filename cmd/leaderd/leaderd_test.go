@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/jobs/webhookretry"
+	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // TestTwoInstances runs two daemons on one file: each job leads on exactly
@@ -46,14 +47,15 @@ func TestTwoInstances(t *testing.T) {
 	require.Len(t, rows, len(leases), "status should list the three jobs")
 	for i, job := range leases {
 		row := rows[i]
-		require.Len(t, row, 4, "status row %q", row)
+		require.Len(t, row, 6, "status row %q", row)
 		assert.Equal(t, job, row[0])
 		want := "instance-a"
 		if b.rec.leads(job) == 1 {
 			want = "instance-b"
 		}
 		assert.Equal(t, want, row[1], "holder of %s", job)
-		assert.NotEqual(t, "free", row[3], "%s should be held", job)
+		assert.Regexp(t, `^[\d.]+m?s ago$`, row[4], "%s should have been renewed", job)
+		assert.Regexp(t, `^in \d`, row[5], "%s should be held", job)
 	}
 	assert.Positive(t, a.rec.count("prices fetched")+b.rec.count("prices fetched"), "the price-refresh leader should fetch prices")
 	require.Eventually(t, func() bool { return expiredAirdrops(t, db) > 0 }, 5*time.Second, 20*time.Millisecond,
@@ -78,7 +80,7 @@ func TestTwoInstances(t *testing.T) {
 
 	b.stopAndWait(t)
 	for _, row := range statusTable(t, db) {
-		assert.Equal(t, "free", row[3], "after both stopped, status row %q", row)
+		assert.Equal(t, "free", row[5], "after both stopped, status row %q", row)
 	}
 	assert.Empty(t, a.rec.warns(), "a warned")
 	assert.Empty(t, b.rec.warns(), "b warned")
@@ -179,14 +181,19 @@ func TestStatusMissingFile(t *testing.T) {
 func TestPrintLeases(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var out strings.Builder
-	require.NoError(t, printLeases(&out, []elector.Lease{
-		{Name: "airdrop-expiry", Holder: "host-1", Token: 7, ExpiresAt: now.Add(2345 * time.Millisecond)},
-		{Name: "price-refresh", Holder: "host-22", Token: 12, ExpiresAt: now.Add(-time.Second)},
+	require.NoError(t, printLeases(&out, []sqlitelease.LeaseRow{
+		{Lease: elector.Lease{Name: "airdrop-expiry", Holder: "host-1", Token: 7, Version: 42, TTL: 3 * time.Second, Written: now.Add(-655 * time.Millisecond)}},
+		{Lease: elector.Lease{Name: "price-refresh", Holder: "host-22", Token: 12, Version: 30, TTL: 3 * time.Second, Written: now.Add(-4 * time.Second)}},
+		{Lease: elector.Lease{Name: "webhook-retry", Holder: "host-1", Token: 3, Version: 9, TTL: 3 * time.Second, Written: now.Add(-time.Minute)}, Released: true},
+		// The writer's clock runs ahead of this one.
+		{Lease: elector.Lease{Name: "x-skewed", Holder: "host-3", Token: 1, Version: 1, TTL: time.Second, Written: now.Add(time.Second)}},
 	}, now))
 	assert.Equal(t, ""+
-		"JOB             HOLDER   TOKEN  EXPIRES IN\n"+
-		"airdrop-expiry  host-1   7      2.3s\n"+
-		"price-refresh   host-22  12     free\n", out.String())
+		"JOB             HOLDER   TOKEN  VERSION  RENEWED    EXPIRES\n"+
+		"airdrop-expiry  host-1   7      42       700ms ago  in 2.3s\n"+
+		"price-refresh   host-22  12     30       4s ago     1s ago\n"+
+		"webhook-retry   host-1   3      9        -          free\n"+
+		"x-skewed        host-3   1      1        0s ago     in 2s\n", out.String())
 
 	out.Reset()
 	require.NoError(t, printLeases(&out, nil, now))

@@ -10,7 +10,8 @@
 //	leaderd status [-db leaderaware.db]
 //
 // status prints the lease table: which instance holds which job, with its
-// fencing token and when its lease expires.
+// fencing token and version, when it last renewed the lease and when the
+// lease expires.
 package main
 
 import (

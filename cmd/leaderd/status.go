@@ -11,13 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // status runs `leaderd status [-db file]`: it prints a table of the leases
-// in the file (job, holder, token, expires in), as of now. A free lease
-// shows its last holder and token and "free". It does not create a missing
+// in the file (see [printLeases]), as of now. It does not create a missing
 // file.
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("leaderd status", flag.ContinueOnError)
@@ -47,19 +45,35 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return printLeases(stdout, ls, time.Now())
 }
 
-// printLeases writes ls as a table, with expiry relative to now.
-func printLeases(w io.Writer, ls []elector.Lease, now time.Time) error {
+// printLeases writes rows as a table: for each job, the holder, fencing
+// token and version of its lease, when the holder last renewed it and when
+// it expires, relative to now. They compare the writer's clock with this
+// one, for display only: a lease past its expiry has a holder that stopped
+// renewing, and another instance takes it over once it has watched it for
+// its TTL. A free lease shows its last holder and token, and "free".
+func printLeases(w io.Writer, rows []sqlitelease.LeaseRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tHOLDER\tTOKEN\tEXPIRES IN")
-	for _, l := range ls {
-		expires := "free"
-		if d := l.ExpiresAt.Sub(now); d > 0 {
-			expires = d.Round(100 * time.Millisecond).String()
+	fmt.Fprintln(tw, "JOB\tHOLDER\tTOKEN\tVERSION\tRENEWED\tEXPIRES")
+	for _, r := range rows {
+		renewed, expires := "-", "free"
+		if !r.Released {
+			renewed = round(now.Sub(r.Written)) + " ago"
+			if d := r.Expires().Sub(now); d > 0 {
+				expires = "in " + round(d)
+			} else {
+				expires = round(-d) + " ago"
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", l.Name, l.Holder, l.Token, expires)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Holder, r.Token, r.Version, renewed, expires)
 	}
-	if len(ls) == 0 {
-		fmt.Fprintln(tw, "(no leases yet)\t\t\t")
+	if len(rows) == 0 {
+		fmt.Fprintln(tw, "(no leases yet)\t\t\t\t\t")
 	}
 	return tw.Flush()
+}
+
+// round formats d, at least zero (the clocks of two hosts may differ), to
+// 100 ms.
+func round(d time.Duration) string {
+	return max(d, 0).Round(100 * time.Millisecond).String()
 }

@@ -86,3 +86,4 @@ func (s staleTerm) Done() <-chan struct{}            { return nil }
 func (s staleTerm) Err() error                       { return nil }
 func (s staleTerm) Resign(ctx context.Context) error { return nil }
 func (s staleTerm) Lease() elector.Lease             { return s.l }
+func (s staleTerm) Abandon()                         {}

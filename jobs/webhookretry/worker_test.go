@@ -290,7 +290,9 @@ func TestDeliverWithoutTerm(t *testing.T) {
 }
 
 // deposer hands the lease to a new holder while the old leader's request
-// is in flight (from the receiver's goroutine).
+// is in flight (from the receiver's goroutine). The old leader does not
+// release it: the new holder takes over the lease it observed, as a
+// candidate does once it has watched a paused leader's lease for its TTL.
 type deposer struct {
 	mu     sync.Mutex
 	newCtx context.Context
@@ -300,11 +302,14 @@ type deposer struct {
 func (d *deposer) depose(t *testing.T, st elector.Store, old elector.Lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.err = st.Release(context.Background(), old); d.err != nil {
+	observed, err := st.Get(context.Background(), old.Name)
+	if d.err = err; err != nil {
 		return
 	}
-	l, err := st.TryAcquire(context.Background(), old.Name, "usurper", time.Minute)
-	d.err = err
+	l, err := st.TryAcquire(context.Background(), old.Name, "usurper", time.Minute, observed)
+	if d.err = err; err != nil {
+		return
+	}
 	d.newCtx = elector.ContextWithTerm(t.Context(), leadertest.NewTerm(l))
 }
 

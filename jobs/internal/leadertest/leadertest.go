@@ -34,12 +34,13 @@ func OpenStore(t testing.TB) *sqlitelease.Store {
 }
 
 // Term is an [elector.Term] for one fixed lease. It never renews anything:
-// the lease stays current until it expires (TTL one minute in [Lead]), is
-// released or is taken over ([Depose]).
+// the lease stays current in the store until it is released or taken over
+// ([Depose]).
 type Term struct {
 	lease elector.Lease
 	done  chan struct{}
 	once  sync.Once
+	err   error // set once, before done is closed
 }
 
 // NewTerm returns a live term for l.
@@ -48,14 +49,15 @@ func NewTerm(l elector.Lease) *Term { return &Term{lease: l, done: make(chan str
 // Token returns the lease's token.
 func (t *Term) Token() uint64 { return t.lease.Token }
 
-// Done is closed by Resign.
+// Done is closed by Resign or Abandon.
 func (t *Term) Done() <-chan struct{} { return t.done }
 
-// Err is nil until Resign, then [elector.ErrResigned].
+// Err is nil until Resign or Abandon, then [elector.ErrResigned] or
+// [elector.ErrAbandoned].
 func (t *Term) Err() error {
 	select {
 	case <-t.done:
-		return elector.ErrResigned
+		return t.err
 	default:
 		return nil
 	}
@@ -63,19 +65,30 @@ func (t *Term) Err() error {
 
 // Resign ends the term. It does not release the lease; see [Depose].
 func (t *Term) Resign(context.Context) error {
-	t.once.Do(func() { close(t.done) })
+	t.end(elector.ErrResigned)
 	return nil
 }
 
 // Lease returns the lease, so that [elector.LeaseFromContext] finds it.
 func (t *Term) Lease() elector.Lease { return t.lease }
 
+// Abandon ends the term, leaving the lease as it is.
+func (t *Term) Abandon() { t.end(elector.ErrAbandoned) }
+
+// end ends the term with err, unless it has ended.
+func (t *Term) end(err error) {
+	t.once.Do(func() {
+		t.err = err
+		close(t.done)
+	})
+}
+
 // Lead acquires the lease name for holder with a TTL of one minute and
 // returns a context carrying a term for it. It fails the test if the lease
 // is held.
 func Lead(t testing.TB, st elector.Store, name, holder string) (context.Context, elector.Lease) {
 	t.Helper()
-	l, err := st.TryAcquire(t.Context(), name, holder, time.Minute)
+	l, err := st.TryAcquire(t.Context(), name, holder, time.Minute, elector.Lease{})
 	if err != nil {
 		t.Fatalf("acquire %q as %q: %v", name, holder, err)
 	}

@@ -55,6 +55,9 @@ type Config struct {
 	// share one (one holder per replica). Default host-pid-random, unique
 	// per elector.
 	Holder string
+	// Observer, if set, receives the elector's store calls and campaign
+	// results (see [Observer]).
+	Observer Observer
 }
 
 // SafetyMargin returns the part of ttl a holder does not trust: it ends its

@@ -120,10 +120,13 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		actx, cancel := context.WithTimeout(ctx, trust)
 		l, err := e.store.TryAcquire(actx, e.name, e.cfg.Holder, e.cfg.TTL, observed)
 		cancel()
+		end := clock.Now()
+		e.observeOp(OpAcquire, l.Token, start, end, err)
 		var held *HeldError
 		switch {
-		case err == nil && clock.Now().Before(trustedUntil(start, e.cfg.TTL)):
+		case err == nil && end.Before(trustedUntil(start, e.cfg.TTL)):
 			e.forget()
+			e.observe(Event{Kind: EventCampaign, Token: l.Token, Result: ResultOK, Trust: trustedUntil(start, e.cfg.TTL).Sub(end)})
 			return startTerm(e, l, start), nil
 		case err == nil:
 			// The acquire took so long that its trust window has closed:
@@ -135,11 +138,15 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.As(err, &held):
-			left = e.observe(held.Lease)
+			left = e.watchLease(held.Lease)
 		case errors.Is(err, ErrHeld):
 			// A store that does not say what it saw: nothing to watch.
 		default:
+			e.observe(Event{Kind: EventCampaign, Result: ResultError, Err: err})
 			return nil, fmt.Errorf("elector: campaign for lease %q: %w", e.name, err)
+		}
+		if err != nil {
+			e.observe(Event{Kind: EventCampaign, Result: ResultHeld})
 		}
 		wait := jitter(e.cfg.RetryInterval)
 		if left > 0 && left < wait {
@@ -159,9 +166,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	}
 }
 
-// observe records that the candidate saw l now, starting a new watch if l
-// is not the lease it watched, and returns how long the watch has left.
-func (e *LeaseElector) observe(l Lease) time.Duration {
+// watchLease records that the candidate saw l now, starting a new watch if
+// l is not the lease it watched, and returns how long the watch has left.
+func (e *LeaseElector) watchLease(l Lease) time.Duration {
 	e.mu.Lock()
 	if l.Token != e.watch.lease.Token || l.Version != e.watch.lease.Version || e.watch.lease.Token == 0 {
 		e.watch = watch{lease: l, since: clock.Now()}
@@ -200,4 +207,25 @@ func (e *LeaseElector) Leader(ctx context.Context) (Lease, error) {
 func jitter(d time.Duration) time.Duration {
 	half := d / 2
 	return half + rand.N(d-half+1)
+}
+
+// observe hands ev, completed with the lease and holder, to the observer.
+func (e *LeaseElector) observe(ev Event) {
+	if e.cfg.Observer == nil {
+		return
+	}
+	ev.Lease, ev.Holder = e.name, e.cfg.Holder
+	e.cfg.Observer.Observe(ev)
+}
+
+// observeOp reports a store call that ran from start to end.
+func (e *LeaseElector) observeOp(op Op, token uint64, start, end time.Time, err error) {
+	if e.cfg.Observer == nil {
+		return
+	}
+	ev := Event{Kind: EventStoreOp, Op: op, Token: token, Result: ResultOf(err), Duration: end.Sub(start), Err: err}
+	if op == OpRenew && err == nil {
+		ev.Trust = trustedUntil(start, e.cfg.TTL).Sub(end)
+	}
+	e.observe(ev)
 }

@@ -13,6 +13,7 @@ import (
 // leaseTerm is the [Term] of a [LeaseElector]. One goroutine (renew) keeps
 // the lease alive until the term ends; Resign stops it and waits for it.
 type leaseTerm struct {
+	elector     *LeaseElector // for its observer
 	store       Store
 	ttl         time.Duration
 	renewEvery  time.Duration
@@ -33,6 +34,7 @@ type leaseTerm struct {
 func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &leaseTerm{
+		elector:     e,
 		store:       e.store,
 		ttl:         e.cfg.TTL,
 		renewEvery:  e.cfg.RenewInterval,
@@ -93,7 +95,10 @@ func (t *leaseTerm) Resign(ctx context.Context) error {
 		return fmt.Errorf("elector: resign lease %q: %w", t.name, ctx.Err())
 	}
 	l := t.Lease()
-	if err := t.store.Release(ctx, l); err != nil {
+	start := clock.Now()
+	err := t.store.Release(ctx, l)
+	t.elector.observeOp(OpRelease, l.Token, start, clock.Now(), err)
+	if err != nil {
 		return fmt.Errorf("elector: resign lease %q token %d: %w", l.Name, l.Token, err)
 	}
 	t.settled = true
@@ -153,6 +158,7 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 		l, err := t.store.Renew(rctx, t.Lease(), t.ttl)
 		stopExpiry()
 		cancel()
+		t.elector.observeOp(OpRenew, t.token, start, clock.Now(), err)
 		select {
 		case <-t.done:
 			return // expired (or resigned) while the store had the call

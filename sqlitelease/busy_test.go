@@ -12,6 +12,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -52,13 +53,13 @@ func TestBusyIsRetried(t *testing.T) {
 			committed := holdWriteLock(t, other, 100*time.Millisecond)
 			if tc.opts != nil {
 				// Without the store's retry, the same statement fails.
-				_, err := impatient.ExecContext(bg(t), `INSERT INTO leaderaware_lease VALUES ('x', 'x', 1, 0, 0)`)
+				_, err := impatient.ExecContext(bg(t), `INSERT INTO leaderaware_lease VALUES ('x', 'x', 1, 1, 1, 0, 0)`)
 				var se *sqlite.Error
 				require.ErrorAs(t, err, &se)
 				require.Equal(t, sqlite3.SQLITE_BUSY, se.Code()&0xff)
 			}
 			start := time.Now()
-			l, err := s.TryAcquire(bg(t), "job", "a", time.Minute)
+			l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 			require.NoError(t, err, "TryAcquire must wait for the lock, not fail")
 			assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the lock was held")
 			require.NoError(t, <-committed)
@@ -89,7 +90,7 @@ func TestBusyGivesUpWithContext(t *testing.T) {
 	committed := holdWriteLock(t, rawDB(t, path), 500*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := s.TryAcquire(ctx, "job", "a", time.Minute)
+	_, err := s.TryAcquire(ctx, "job", "a", time.Minute, elector.Lease{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "busy")
 	require.NoError(t, <-committed)

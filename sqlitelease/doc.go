@@ -8,49 +8,73 @@
 // files the same mode) and two tables, which share the file with the jobs'
 // own tables:
 //
-//	leaderaware_meta  (key TEXT PRIMARY KEY, value)   -- 'schema_version' → SchemaVersion
+//	leaderaware_meta (key TEXT PRIMARY KEY, value)
+//		-- 'schema_version'   → SchemaVersion
+//		-- 'token_high_water' → the largest token the file has issued
 //	leaderaware_lease (
-//		name        TEXT PRIMARY KEY,  -- the lease name
-//		holder      TEXT,              -- the current or last holder
-//		token       INTEGER,           -- fencing token: +1 on every new term
-//		expires_at  INTEGER,           -- Unix ms; <= now means free
-//		acquired_at INTEGER            -- Unix ms, start of the term
+//		name       TEXT PRIMARY KEY,  -- the lease name
+//		holder     TEXT,              -- the current or last holder
+//		token      INTEGER,           -- fencing token of the term
+//		version    INTEGER,           -- grows with every write of the row
+//		ttl_ms     INTEGER,           -- the holder's TTL, in ms, rounded up
+//		released   INTEGER,           -- 1 once the term was released
+//		written_at INTEGER            -- Unix ms of the last write, for display
 //	)
 //
-// Lease rows are never deleted, so tokens never reset; a release sets
-// expires_at to now. The schema version lives in leaderaware_meta rather
-// than PRAGMA user_version, which is left to the jobs. Open migrates an
-// older file in one transaction and refuses a newer one ([ErrSchemaTooNew]).
+// Lease rows are never deleted. A new token is larger than the row's last
+// one, than the high-water mark (which triggers keep, and which survives
+// deleted rows) and than the wall clock in microseconds (which survives a
+// deleted file, a file restored from an older copy, and a power cut that
+// rolls back the last commits). The schema version lives in leaderaware_meta
+// rather than PRAGMA user_version, which is left to the jobs. Open migrates
+// an older file in one transaction and refuses a newer one
+// ([ErrSchemaTooNew]).
 //
 // Every connection runs with journal_mode=WAL (Open fails with [ErrNotWAL]
 // if SQLite cannot use it), synchronous=NORMAL (a power loss may forget
 // the last commits, never corrupt the file), busy_timeout (see
 // [WithBusyTimeout]) and BEGIN IMMEDIATE transactions.
 //
+// A Store keeps working on the file it opened. If the path later names
+// another file or none, or the file is emptied (deleted, replaced or
+// truncated under a running process), its operations fail with
+// [ErrFileChanged], and a holder's next renewal ends its term.
+//
 // # Lease operations
 //
 // Each lease operation is one autocommit statement on one dedicated
 // connection with prepared statements, kept out of the [Store.DB] pool so
-// that renewals never queue in Go's pool behind job work: TryAcquire is an
-// INSERT … ON CONFLICT DO UPDATE … WHERE expires_at <= now RETURNING, Renew
-// and Release an UPDATE of the row whose name, holder and token match. A
-// busy database (SQLITE_BUSY or SQLITE_LOCKED) is retried with a short
-// backoff until the caller's context ends, so callers never see those
-// errors.
+// that renewals never queue in Go's pool behind job work. TryAcquire is an
+// INSERT … ON CONFLICT DO UPDATE … WHERE (the row is released, or has the
+// observed token and version) RETURNING; Renew and Release are UPDATEs of
+// the unreleased row whose name, holder and token match. A busy database
+// (SQLITE_BUSY or SQLITE_LOCKED) is retried with a short backoff until the
+// caller's context ends, so callers never see those errors.
 //
-// # Clock and hosts
+// # Clocks and hosts
 //
-// now is the Go process's wall clock, in milliseconds, passed into each
-// statement. All candidates must therefore share one clock: one host. Do not
-// put the file on a network filesystem; Open refuses NFS, SMB/CIFS and FUSE
-// on Linux unless given [AllowNetworkFS]. For many hosts use pglease.
+// The store compares no times. Candidates decide that a lease ran out by
+// watching it unchanged for its TTL on their own clocks (see package
+// elector), so no step of the wall clock can make two leaders; the wall
+// clock only floors new tokens and stamps written_at for display.
 //
-// A holder trusts its lease by its own monotonic clock (see package
-// elector), while the store expires leases by the wall clock. A forward step
-// of the wall clock therefore expires leases early, and another candidate
-// could take over while the old holder still trusts its term. Keep the clock
-// disciplined (NTP slews rather than steps); fenced writes stay safe
-// regardless, because they check the store.
+// All candidates must run on one host, because SQLite's locks and the WAL's
+// shared memory do not work across hosts. Do not put the file on a network
+// filesystem; Open refuses NFS, SMB/CIFS, FUSE, 9P, CephFS and AFS on Linux
+// unless given [AllowNetworkFS]. For many hosts use pglease.
+//
+// # One writer at a time
+//
+// SQLite lets one connection write the file at a time. Lease operations are
+// short writes, but a fenced write holds the write lock for as long as the
+// job's function runs, and while it does no lease in the file can be
+// renewed, released or taken over. A process frozen inside a fenced write
+// (SIGSTOP, a debugger, a paused VM) therefore stalls every lease in the
+// file until it resumes or dies: holders end their terms when their trust
+// windows close, and candidates wait, so there is no leader, never two. When
+// the frozen writer resumes, [Store.Fenced] refuses its commit if its term
+// ended meanwhile; a commit that goes through lands before any takeover.
+// Keep fenced functions short, and keep slow work out of them.
 //
 // # Handoff
 //
@@ -66,9 +90,8 @@
 //
 // A job that keeps its data in the same file can make its writes
 // conditional on still leading: [Store.Fenced] runs the job's statements in
-// a transaction that commits only if the term in the context is still the
-// current, unexpired term of its lease, checked inside the transaction at its
-// start and right before commit. A stale leader's write is rolled back with
-// [elector.ErrLeaseLost]. The transaction holds SQLite's write lock, so keep
-// it short.
+// a transaction that commits only if the term in the context has not ended
+// and its lease still has the term's token and holder and is not released,
+// checked inside the transaction at its start and right before commit. A
+// stale leader's write is rolled back with [elector.ErrLeaseLost].
 package sqlitelease

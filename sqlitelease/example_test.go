@@ -44,7 +44,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	leader, _ := e.Leader(ctx)
-	fmt.Printf("%s leads with token %d\n", leader.Holder, term.Token())
+	fmt.Printf("%s leads; its token is the fencing token: %v\n", leader.Holder, leader.Token == term.Token())
 
 	// The decorator package hands jobs a context like this one.
 	jobCtx := elector.ContextWithTerm(ctx, term)
@@ -60,7 +60,7 @@ func Example() {
 	err = store.Fenced(jobCtx, write)
 	fmt.Println("write after resigning refused:", errors.Is(err, elector.ErrLeaseLost))
 	// Output:
-	// replica-1 leads with token 1
+	// replica-1 leads; its token is the fencing token: true
 	// write while leading: <nil>
 	// write after resigning refused: true
 }

@@ -5,55 +5,68 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
 )
 
 // checkTermSQL finds the term ?1 ?2 ?3 (name, holder, token) if it is
-// current and live at ?4.
+// current and unreleased.
 const checkTermSQL = `SELECT 1 FROM ` + leaseTable + `
-WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_at > ?4`
+WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released`
 
-// Fenced runs fn in a transaction on the store's file that commits only if
-// the leader term that ctx carries (see [elector.LeaseFromContext]) is still
-// the current, unexpired term of its lease. It is [Store.FencedLease] with
-// that term's lease. A ctx without a term gets an error matching
-// [elector.ErrNoTerm]; a term that has already ended, or whose lease is no
-// longer current, gets an error matching [elector.ErrLeaseLost], and nothing
-// is written.
+// Fenced is [Store.FencedLease] for the lease of the leader term that ctx
+// carries (see [elector.ContextWithTerm]), and it also requires that the
+// term has not ended, checked before the transaction and again right before
+// its commit: a term that ends while fn runs (say, its trust window closed
+// while the process was frozen) gets its write rolled back. A ctx without a
+// term gets an error matching [elector.ErrNoTerm]; an ended term gets an
+// error matching [elector.ErrLeaseLost] and the term's own error. Fenced
+// reports commits and refusals to the observer in ctx, if any
+// ([elector.ObserveFenced]).
 func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	l, ok := elector.LeaseFromContext(ctx)
+	t, ok := elector.TermFromContext(ctx)
 	if !ok {
 		return fmt.Errorf("sqlitelease: fenced write: %w", elector.ErrNoTerm)
 	}
-	if t, ok := elector.TermFromContext(ctx); ok {
+	l := t.Lease()
+	err := s.fenced(ctx, l, func() error {
 		select {
 		case <-t.Done():
 			return fmt.Errorf("sqlitelease: fenced write for lease %q token %d: the term has ended (%w): %w",
 				l.Name, l.Token, t.Err(), elector.ErrLeaseLost)
 		default:
+			return nil
 		}
-	}
-	return s.FencedLease(ctx, l, fn)
+	}, fn)
+	elector.ObserveFenced(ctx, err)
+	return err
 }
 
 // FencedLease runs fn in a transaction on the store's file that commits only
-// if l (its name, holder and token) is still the current, unexpired term of
-// its lease. The store checks that at the start of the transaction and again
-// right before the commit; if either check fails, or fn returns an error,
-// the transaction rolls back and nothing fn wrote is kept. A failed check
-// returns an error matching [elector.ErrLeaseLost]; fn's own error is
+// if l (its name, holder and token) is still the current, unreleased term of
+// its lease and the store's file is still the one at its path (see
+// [ErrFileChanged]). The store checks that at the start of the transaction
+// and again right before the commit; if either check fails, or fn returns an
+// error, the transaction rolls back and nothing fn wrote is kept. A failed
+// check returns an error matching [elector.ErrLeaseLost]; fn's own error is
 // returned as is.
 //
 // The transaction is BEGIN IMMEDIATE on a connection of the [Store.DB] pool,
 // not the lease connection, so it never delays a lease operation in Go's
 // pool. It does hold SQLite's single write lock from start to end, though:
-// every other writer of the file, lease renewals included, waits for it, so
-// keep fn short and do slow work (network calls) before or after. fn must
-// use tx for everything it reads and writes in the file, and must not commit
-// or roll back tx itself. A busy database is retried until ctx ends.
+// no other writer of the file can write until it ends, so no lease in the
+// file can be renewed, released or taken over meanwhile (see the package
+// documentation). Keep fn short and do slow work (network calls) before or
+// after. fn must use tx for everything it reads and writes in the file, and
+// must not commit or roll back tx itself. A busy database is retried until
+// ctx ends.
 func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.fenced(ctx, l, func() error { return nil }, fn)
+}
+
+// fenced is FencedLease that also refuses to begin or commit once ended
+// returns an error.
+func (s *Store) fenced(ctx context.Context, l elector.Lease, ended func() error, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if err := elector.ValidateName(l.Name); err != nil {
 		return err
 	}
@@ -62,6 +75,14 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 	}
 	if s.isClosed.Load() {
 		return ErrClosed
+	}
+	if err := ended(); err != nil {
+		return err
+	}
+	// The file is checked before the transaction too, so that a new
+	// connection of the pool does not open another file at the path.
+	if err := s.checkFileForWrite(l); err != nil {
+		return err
 	}
 	var tx *sql.Tx
 	err := retryBusy(ctx, func() (err error) {
@@ -81,22 +102,41 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 	if err := s.checkTerm(ctx, tx, l); err != nil {
 		return err
 	}
+	if err := ended(); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: commit: %w", l.Name, s.path, err)
 	}
 	return nil
 }
 
-// checkTerm returns nil if l is the current, live term, seen from tx.
+// checkTerm returns nil if l is the current, unreleased term, seen from tx,
+// in the file at the store's path.
 func (s *Store) checkTerm(ctx context.Context, tx *sql.Tx, l elector.Lease) error {
+	if err := s.checkFileForWrite(l); err != nil {
+		return err
+	}
 	var one int
-	err := tx.QueryRowContext(ctx, checkTermSQL, l.Name, l.Holder, int64(l.Token), time.Now().UnixMilli()).Scan(&one)
+	err := tx.QueryRowContext(ctx, checkTermSQL, l.Name, l.Holder, sqlInt(l.Token)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("sqlitelease: fenced write for lease %q token %d of %q: the term is no longer current: %w",
 			l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: check the term: %w", l.Name, s.path, err)
+	}
+	return nil
+}
+
+// checkFileForWrite is checkFile for a fenced write of l: a changed file
+// means that l is not the current term of the file at the path.
+func (s *Store) checkFileForWrite(l elector.Lease) error {
+	switch err := s.checkFile(); {
+	case errors.Is(err, ErrFileChanged):
+		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w: %w", l.Name, s.path, err, elector.ErrLeaseLost)
+	case err != nil:
+		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w", l.Name, s.path, err)
 	}
 	return nil
 }

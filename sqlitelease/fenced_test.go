@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,19 +33,10 @@ func insertPrice(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// waitFree polls Get until name has no live holder.
-func waitFree(t *testing.T, s *sqlitelease.Store, name string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		_, err := s.Get(bg(t), name)
-		return errors.Is(err, elector.ErrNoLease)
-	}, 5*time.Second, 5*time.Millisecond)
-}
-
 func TestFencedCommitsWhenCurrent(t *testing.T) {
 	s := open(t)
 	rows := jobTable(t, s)
-	l, err := s.TryAcquire(bg(t), "prices", "a", time.Minute)
+	l, err := s.TryAcquire(bg(t), "prices", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, s.FencedLease(bg(t), l, insertPrice))
 	assert.Equal(t, 1, rows())
@@ -60,10 +52,10 @@ func TestFencedCommitsWhenCurrent(t *testing.T) {
 func TestFencedRefusedAfterTakeover(t *testing.T) {
 	s := open(t)
 	rows := jobTable(t, s)
-	old, err := s.TryAcquire(bg(t), "prices", "a", 100*time.Millisecond)
+	old, err := s.TryAcquire(bg(t), "prices", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	waitFree(t, s, "prices")
-	_, err = s.TryAcquire(bg(t), "prices", "b", time.Minute)
+	// b watched old unchanged for its TTL (the elector's part) and takes over.
+	_, err = s.TryAcquire(bg(t), "prices", "b", time.Minute, old)
 	require.NoError(t, err)
 
 	called := false
@@ -79,43 +71,41 @@ func TestFencedRefusedAfterTakeover(t *testing.T) {
 func TestFencedRefusedAfterRelease(t *testing.T) {
 	s := open(t)
 	rows := jobTable(t, s)
-	l, err := s.TryAcquire(bg(t), "prices", "a", time.Minute)
+	l, err := s.TryAcquire(bg(t), "prices", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, s.Release(bg(t), l))
 	require.ErrorIs(t, s.FencedLease(bg(t), l, insertPrice), elector.ErrLeaseLost)
 	assert.Equal(t, 0, rows())
 }
 
-func TestFencedRefusedAfterExpiry(t *testing.T) {
+// TestFencedRefusedWhenTermEndsDuringWrite ends the term while the job's
+// statements run, without a store write (the store cannot be written
+// meanwhile): Fenced checks the term again before the commit.
+func TestFencedRefusedWhenTermEndsDuringWrite(t *testing.T) {
 	s := open(t)
 	rows := jobTable(t, s)
-
-	t.Run("before the transaction", func(t *testing.T) {
-		l, err := s.TryAcquire(bg(t), "early", "a", 50*time.Millisecond)
-		require.NoError(t, err)
-		waitFree(t, s, "early")
-		require.ErrorIs(t, s.FencedLease(bg(t), l, insertPrice), elector.ErrLeaseLost)
-		assert.Equal(t, 0, rows())
+	e, err := elector.New(s, "prices", elector.Config{TTL: 10 * time.Second, Holder: "a"})
+	require.NoError(t, err)
+	term, err := e.Campaign(bg(t))
+	require.NoError(t, err)
+	err = s.Fenced(elector.ContextWithTerm(bg(t), term), func(ctx context.Context, tx *sql.Tx) error {
+		if err := insertPrice(ctx, tx); err != nil {
+			return err
+		}
+		term.Abandon() // the term ends as the job runs
+		return nil
 	})
-	t.Run("during the transaction", func(t *testing.T) {
-		l, err := s.TryAcquire(bg(t), "late", "a", 100*time.Millisecond)
-		require.NoError(t, err)
-		err = s.FencedLease(bg(t), l, func(ctx context.Context, tx *sql.Tx) error {
-			if err := insertPrice(ctx, tx); err != nil {
-				return err
-			}
-			time.Sleep(time.Until(l.ExpiresAt) + 20*time.Millisecond) // the job ran too long
-			return nil
-		})
-		require.ErrorIs(t, err, elector.ErrLeaseLost)
-		assert.Equal(t, 0, rows(), "the check before commit must roll the write back")
-	})
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	assert.ErrorIs(t, err, elector.ErrAbandoned, "the error says how the term ended")
+	assert.Equal(t, 0, rows(), "the check before commit must roll the write back")
+	// The store still has the abandoned term: only the term's end refused it.
+	require.NoError(t, s.FencedLease(bg(t), term.Lease(), insertPrice))
 }
 
 func TestFencedJobErrorRollsBack(t *testing.T) {
 	s := open(t)
 	rows := jobTable(t, s)
-	l, err := s.TryAcquire(bg(t), "prices", "a", time.Minute)
+	l, err := s.TryAcquire(bg(t), "prices", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	err = s.FencedLease(bg(t), l, func(ctx context.Context, tx *sql.Tx) error {
@@ -163,4 +153,65 @@ func TestFencedTermFromContext(t *testing.T) {
 	l, ok := elector.LeaseFromContext(ctx)
 	require.True(t, ok)
 	require.ErrorIs(t, s.FencedLease(bg(t), l, insertPrice), elector.ErrLeaseLost)
+}
+
+// TestStoreKeepsNoExpiry: the store never decides that a lease ran out. Long
+// after its TTL, a lease whose holder stopped renewing is still held, still
+// renewable and still good for fenced writes; only a candidate that watched
+// it (the elector's part) takes it over.
+func TestStoreKeepsNoExpiry(t *testing.T) {
+	s := open(t)
+	rows := jobTable(t, s)
+	l, err := s.TryAcquire(bg(t), "prices", "a", time.Millisecond, elector.Lease{})
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+
+	got, err := s.Get(bg(t), "prices")
+	require.NoError(t, err, "Get compares no times")
+	assert.Equal(t, l.Token, got.Token)
+	_, err = s.TryAcquire(bg(t), "prices", "b", time.Minute, elector.Lease{})
+	require.ErrorIs(t, err, elector.ErrHeld, "a candidate that watched nothing must not take it")
+	require.NoError(t, s.FencedLease(bg(t), l, insertPrice), "the fenced check compares no times")
+	assert.Equal(t, 1, rows())
+	_, err = s.Renew(bg(t), l, time.Minute)
+	require.NoError(t, err)
+}
+
+// recorder is an elector.Observer that keeps the events.
+type recorder struct {
+	mu     sync.Mutex
+	events []elector.Event
+}
+
+func (r *recorder) Observe(e elector.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// TestFencedReportsToObserver: Fenced reports each commit and refusal to the
+// observer that the context carries.
+func TestFencedReportsToObserver(t *testing.T) {
+	s := open(t)
+	jobTable(t, s)
+	e, err := elector.New(s, "prices", elector.Config{TTL: 10 * time.Second, Holder: "a"})
+	require.NoError(t, err)
+	term, err := e.Campaign(bg(t))
+	require.NoError(t, err)
+	rec := &recorder{}
+	ctx := elector.ContextWithObserver(elector.ContextWithTerm(bg(t), term), rec)
+
+	require.NoError(t, s.Fenced(ctx, insertPrice))
+	require.NoError(t, term.Resign(bg(t)))
+	require.ErrorIs(t, s.Fenced(ctx, insertPrice), elector.ErrLeaseLost)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.events, 2)
+	for i, want := range []elector.Result{elector.ResultOK, elector.ResultLost} {
+		assert.Equal(t, elector.EventFenced, rec.events[i].Kind)
+		assert.Equal(t, want, rec.events[i].Result)
+		assert.Equal(t, "prices", rec.events[i].Lease)
+		assert.Equal(t, term.Token(), rec.events[i].Token)
+	}
 }

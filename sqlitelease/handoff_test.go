@@ -21,9 +21,9 @@ type countingStore struct {
 	tries atomic.Int64
 }
 
-func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	c.tries.Add(1)
-	return c.Store.TryAcquire(ctx, name, holder, ttl)
+	return c.Store.TryAcquire(ctx, name, holder, ttl, observed)
 }
 
 // TestHandoffAcrossStores hands a lease back and forth between two electors

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,12 +38,15 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 //
 // Open refuses, with an error that names the path and the cause: a missing
 // or unwritable directory or file, a file that is not an SQLite database or
-// is corrupt, a file on a network filesystem (see [AllowNetworkFS]), a file
-// that cannot use WAL mode ([ErrNotWAL]), and a file whose store schema is
-// newer than this package ([ErrSchemaTooNew]).
+// is corrupt, a file left empty or missing next to its write-ahead log
+// (truncated or deleted while a process had it open), a file on a network
+// filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode
+// ([ErrNotWAL]), a file whose store schema is newer than this package
+// ([ErrSchemaTooNew]), and a file whose lease table was dropped.
 //
 // Every connection runs with journal_mode=WAL, synchronous=NORMAL, the busy
-// timeout of [WithBusyTimeout], and BEGIN IMMEDIATE transactions.
+// timeout of [WithBusyTimeout], and BEGIN IMMEDIATE transactions. Open logs
+// the absolute path of the file at Info level to [slog.Default].
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -61,21 +65,30 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s := &Store{path: path, cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
+	s := &Store{path: path, abs: abs, cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
 	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
-	if err := s.setUp(ctx); err != nil {
-		_ = db.Close()
+	from, err := s.setUp(ctx)
+	if err == nil {
+		s.file, err = os.Stat(abs) // the file SQLite opened, unless it changed in these microseconds
+	}
+	if err != nil {
+		_ = s.Close()
 		return nil, openError(path, err)
 	}
+	attrs := []any{"path", abs}
+	if from < SchemaVersion {
+		attrs = append(attrs, "schema_version", SchemaVersion, "migrated_from", from)
+	}
+	slog.Info("sqlitelease: opened the lease store", attrs...)
 	return s, nil
 }
 
 // dsn returns the data source name of the file at the absolute path abs.
 // modernc.org/sqlite runs each _pragma on every new connection.
 func dsn(abs string, cfg config) string {
-	return abs + "?_pragma=busy_timeout(" + fmt.Sprint(cfg.busyTimeout.Milliseconds()) + ")" +
+	return abs + "?_pragma=busy_timeout(" + fmt.Sprint(busyMillis(cfg.busyTimeout)) + ")" +
 		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(NORMAL)" +
 		"&_txlock=immediate"
@@ -120,6 +133,9 @@ func preparePath(path string, cfg config) (string, error) {
 				path, target, name, ErrNetworkFS)
 		}
 	}
+	if err := checkWAL(path, abs); err != nil {
+		return "", err
+	}
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
 	switch {
 	case errors.Is(err, fs.ErrPermission):
@@ -137,18 +153,49 @@ func preparePath(path string, cfg config) (string, error) {
 	return abs, nil
 }
 
-// setUp checks the file's journal mode, migrates its schema and prepares the
-// lease connection. Processes that create one new file at the same moment
-// can find it locked in ways SQLite's busy handler does not wait for (while
-// another connection switches it to WAL), so the whole set-up is retried.
-func (s *Store) setUp(ctx context.Context) error {
-	return retryBusy(ctx, func() error { return s.trySetUp(ctx) })
+// checkWAL refuses a database file that is missing or empty next to a
+// write-ahead log that is not. SQLite writes a file's first page before it
+// ever creates its WAL, so that is a file truncated or deleted while a
+// process still had it open, or the stale WAL of a deleted file; SQLite
+// would wait for that process's locks until Open gave up as busy, or start
+// a new file next to a WAL that is not its own. The WAL is looked at
+// first: a WAL that another Open is creating at this moment has a database
+// page before it.
+func checkWAL(path, abs string) error {
+	wal, err := os.Stat(abs + "-wal")
+	if err != nil || wal.Size() == 0 {
+		return nil
+	}
+	db, err := os.Stat(abs)
+	switch {
+	case err == nil && db.Size() > 0:
+		return nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil // SQLite will say what is wrong with it
+	}
+	return fmt.Errorf("sqlitelease: open %q: the database file is missing or empty, but its write-ahead log %q holds %d bytes: "+
+		"the file was truncated or deleted while a process had it open; stop the processes that use it, "+
+		"then restore the file from a backup, or remove its -wal and -shm files too to start with no leases",
+		path, abs+"-wal", wal.Size())
 }
 
-func (s *Store) trySetUp(ctx context.Context) error {
+// setUp checks the file's journal mode, migrates its schema and prepares the
+// lease connection, and returns the schema version it found. Processes that
+// create one new file at the same moment can find it locked in ways SQLite's
+// busy handler does not wait for (while another connection switches it to
+// WAL), so the whole set-up is retried.
+func (s *Store) setUp(ctx context.Context) (from int, err error) {
+	err = retryBusy(ctx, func() (err error) {
+		from, err = s.trySetUp(ctx)
+		return err
+	})
+	return from, err
+}
+
+func (s *Store) trySetUp(ctx context.Context) (from int, err error) {
 	c, err := s.db.Conn(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	lc := &leaseConn{conn: c}
 	var mode string
@@ -159,17 +206,17 @@ func (s *Store) trySetUp(ctx context.Context) error {
 		err = fmt.Errorf("%w: its journal mode is %q (is it on a network filesystem?)", ErrNotWAL, mode)
 	}
 	if err == nil {
-		err = migrate(ctx, c)
+		from, err = migrate(ctx, c)
 	}
 	if err == nil {
 		err = lc.prepare(ctx)
 	}
 	if err != nil {
 		_ = lc.close()
-		return err
+		return 0, err
 	}
 	s.lc = lc
-	return nil
+	return from, nil
 }
 
 // openError names the path and, for SQLite's own errors, the cause in words.

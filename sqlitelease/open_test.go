@@ -1,9 +1,14 @@
 package sqlitelease_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,7 +42,7 @@ func rawDB(t *testing.T, path string) *sql.DB {
 func TestOpenCreatesPrivateFiles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	s := openPath(t, path)
-	_, err := s.TryAcquire(bg(t), "job", "a", time.Minute) // writes, so -wal and -shm exist
+	_, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{}) // writes, so -wal and -shm exist
 	require.NoError(t, err)
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		fi, err := os.Stat(p)
@@ -59,7 +64,7 @@ func TestReopenKeepsLeases(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	s, err := sqlitelease.Open(path)
 	require.NoError(t, err)
-	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close is idempotent")
@@ -73,7 +78,7 @@ func TestReopenKeepsLeases(t *testing.T) {
 		assert.Equal(t, "a", got.Holder)
 	}
 	require.NoError(t, s1.Release(bg(t), l))
-	next, err := s2.TryAcquire(bg(t), "job", "b", time.Minute)
+	next, err := s2.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	assert.Greater(t, next.Token, l.Token, "tokens survive reopening")
 }
@@ -90,16 +95,16 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	require.ErrorIs(t, err, sqlitelease.ErrSchemaTooNew)
 	t.Log(err)
 	assert.Contains(t, err.Error(), path)
-	assert.Contains(t, err.Error(), "version 2")
+	assert.Contains(t, err.Error(), fmt.Sprintf("version %d", sqlitelease.SchemaVersion+1))
 }
 
 func TestClosedStore(t *testing.T) {
 	s, err := sqlitelease.Open(filepath.Join(t.TempDir(), "leases.db"))
 	require.NoError(t, err)
-	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	_, err = s.TryAcquire(bg(t), "job", "b", time.Minute)
+	_, err = s.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
 	assert.ErrorIs(t, err, sqlitelease.ErrClosed)
 	_, err = s.Renew(bg(t), l, time.Minute)
 	assert.ErrorIs(t, err, sqlitelease.ErrClosed)
@@ -257,8 +262,45 @@ func corruptDB(t *testing.T, path string) string {
 // TestBadInputNamesValue checks the store's own validation messages.
 func TestBadInputNamesValue(t *testing.T) {
 	s := open(t)
-	_, err := s.TryAcquire(bg(t), "job", "bad\tholder", time.Minute)
+	_, err := s.TryAcquire(bg(t), "job", "bad\tholder", time.Minute, elector.Lease{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `bad\tholder`)
 	assert.False(t, errors.Is(err, elector.ErrHeld))
+}
+
+// TestBusyTimeoutSaturates checks the busy_timeout each connection gets:
+// SQLite takes a value above 2^31-1 ms as 0 (report busy at once), so a
+// longer timeout must become the longest SQLite can wait, and a fraction of
+// a millisecond must not become 0.
+func TestBusyTimeoutSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{1000 * time.Hour, math.MaxInt32},
+		{500 * time.Microsecond, 1},
+		{0, 0},
+	} {
+		s := open(t, sqlitelease.WithBusyTimeout(tc.d))
+		var got int64
+		require.NoError(t, s.DB().QueryRowContext(bg(t), "PRAGMA busy_timeout").Scan(&got))
+		assert.Equal(t, tc.want, got, "busy_timeout for WithBusyTimeout(%v)", tc.d)
+	}
+}
+
+// TestOpenLogsPath: Open logs the absolute path of the file it uses at
+// Info, so that a relative path or a working directory is no mystery.
+func TestOpenLogsPath(t *testing.T) {
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	dir := t.TempDir()
+	t.Chdir(dir)
+
+	openPath(t, "leases.db")
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &rec), "one JSON record: %s", buf.String())
+	assert.Equal(t, "INFO", rec["level"])
+	assert.Equal(t, filepath.Join(dir, "leases.db"), rec["path"])
 }

@@ -61,8 +61,10 @@ func (allowNetworkFS) String() string  { return "sqlitelease.AllowNetworkFS()" }
 // statement waits for another connection's lock before SQLite gives up with
 // SQLITE_BUSY. Lease operations retry after that within their context, so
 // callers never see SQLITE_BUSY from them; job statements on [Store.DB] do
-// see it once d has passed. Zero makes SQLite report busy at once. Default
-// [DefaultBusyTimeout]; a negative d makes Open fail.
+// see it once d has passed. Zero makes SQLite report busy at once. SQLite
+// counts whole milliseconds up to 2^31−1 (about 24.8 days): d is rounded up
+// and capped there. Default [DefaultBusyTimeout]; a negative d makes Open
+// fail.
 func WithBusyTimeout(d time.Duration) Option { return busyTimeout(d) }
 
 type busyTimeout time.Duration

@@ -6,12 +6,14 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
+	"io/fs"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // ErrClosed is returned by the methods of a [Store] after [Store.Close].
@@ -24,7 +26,9 @@ var ErrClosed = errors.New("sqlitelease: store is closed")
 // A Store is safe for concurrent use. Open one Store per file per process
 // and share it; Close it when the program is done with it.
 type Store struct {
-	path string // as given to Open, for error messages
+	path string      // as given to Open, for error messages
+	abs  string      // the absolute path
+	file os.FileInfo // the database file as Open found it
 	cfg  config
 	db   *sql.DB
 
@@ -47,32 +51,48 @@ var (
 	_ elector.ReleaseWatcher = (*Store)(nil)
 )
 
-// The lease statements. Each is one autocommit statement; ?now is Unix
-// milliseconds by the Go process's clock.
+// ErrFileChanged is returned by the operations of a [Store] whose database
+// file was deleted, replaced by another file, or truncated to nothing since
+// [Open]. The Store then works on a file that other processes no longer
+// see, so it refuses to go on; a Renew's error also matches
+// [elector.ErrLeaseLost], which ends the term. Close the Store and Open the
+// path again.
+var ErrFileChanged = errors.New("the database file was deleted, replaced or truncated since Open; close the store and open the path again")
+
+// The lease statements. Each is one autocommit statement. None compares
+// times: written_at is for display.
 const (
-	// acquireSQL starts a new term if the lease is new, or its current term
-	// has expired. A live term, even the caller's own, is left alone, and
-	// then the statement returns no row.
-	acquireSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, expires_at, acquired_at)
-VALUES (?1, ?2, 1, ?4, ?3)
+	// acquireSQL starts a new term (?1 name, ?2 holder, ?3 TTL in ms) if
+	// the lease is new, released, or still the observed term (?4 token, ?5
+	// version), and returns its token and version; otherwise it returns no
+	// row. The token exceeds the row's last one, every token the file ever
+	// issued (the high-water mark, which survives deleted rows), and ?6,
+	// the wall clock in microseconds, which survives a lost file or a
+	// rolled-back commit. ?7 is the wall clock in ms.
+	acquireSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, version, ttl_ms, released, written_at)
+VALUES (?1, ?2, max(?6, coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0) + 1), 1, ?3, 0, ?7)
 ON CONFLICT (name) DO UPDATE SET
 	holder = excluded.holder,
-	token = token + 1,
-	expires_at = excluded.expires_at,
-	acquired_at = excluded.acquired_at
-WHERE expires_at <= ?3
-RETURNING token, expires_at`
-	// getSQL reads the live term of a lease.
-	getSQL = `SELECT holder, token, expires_at FROM ` + leaseTable + `
-WHERE name = ?1 AND expires_at > ?2`
-	// renewSQL extends the caller's term if it is still current and live.
-	renewSQL = `UPDATE ` + leaseTable + ` SET expires_at = ?5
-WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_at > ?4
-RETURNING expires_at`
-	// releaseSQL ends the caller's term now if it is still current and live.
-	// It never touches the token.
-	releaseSQL = `UPDATE ` + leaseTable + ` SET expires_at = ?4
-WHERE name = ?1 AND holder = ?2 AND token = ?3 AND expires_at > ?4`
+	token = max(token + 1, excluded.token),
+	version = version + 1,
+	ttl_ms = excluded.ttl_ms,
+	released = 0,
+	written_at = excluded.written_at
+WHERE released OR (token = ?4 AND version = ?5)
+RETURNING token, version`
+	// getSQL reads the current, unreleased term of a lease.
+	getSQL = `SELECT holder, token, version, ttl_ms, written_at FROM ` + leaseTable + `
+WHERE name = ?1 AND NOT released`
+	// renewSQL records a new TTL (?4 ms) for the term ?1 ?2 ?3 (name,
+	// holder, token) if it is still current and unreleased, and bumps the
+	// version. ?5 is the wall clock in ms.
+	renewSQL = `UPDATE ` + leaseTable + ` SET version = version + 1, ttl_ms = ?4, written_at = ?5
+WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released
+RETURNING version`
+	// releaseSQL marks the term ?1 ?2 ?3 released if it is still current,
+	// and bumps the version. It never touches the token.
+	releaseSQL = `UPDATE ` + leaseTable + ` SET released = 1, version = version + 1, written_at = ?4
+WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released`
 )
 
 // leaseConn is the one connection that carries lease traffic, with its
@@ -126,7 +146,9 @@ func (lc *leaseConn) close() error {
 
 // withLease runs op on the lease connection, alone, and retries it while the
 // database is busy, until ctx ends. A connection that broke is replaced on
-// the next call.
+// the next call. Before and after op it checks that the path still names
+// the file Open opened, so that a success means the file other processes
+// see had it, and a new connection never opens another file.
 func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) error {
 	select {
 	case s.leaseSem <- struct{}{}:
@@ -137,6 +159,9 @@ func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) err
 	if s.closed {
 		return ErrClosed
 	}
+	if err := s.checkFile(); err != nil {
+		return err
+	}
 	if s.lc == nil {
 		var lc *leaseConn
 		err := retryBusy(ctx, func() (err error) {
@@ -144,7 +169,7 @@ func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) err
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("sqlitelease: %q: reconnect: %w", s.path, err)
+			return fmt.Errorf("reconnect: %w", err)
 		}
 		s.lc = lc
 	}
@@ -154,62 +179,69 @@ func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) err
 		_ = lc.close()
 		s.lc = nil
 	}
+	if ferr := s.checkFile(); ferr != nil {
+		return ferr
+	}
 	return err
 }
 
-// expiry returns the Unix millisecond at which a lease of ttl taken at now
-// (Unix ms, rounded down from the real instant) expires: one millisecond for
-// that rounding plus ttl rounded up to whole milliseconds, so the store never
-// lets a lease go before the holder's own start + TTL (a positive TTL never
-// makes an already-expired lease), and capped instead of overflowing.
-func expiry(now int64, ttl time.Duration) int64 {
-	ms := int64(ttl / time.Millisecond)
-	if ttl%time.Millisecond != 0 {
-		ms++
+// checkFile returns an error matching [ErrFileChanged] if the path no
+// longer names the file that Open opened, or that file is empty (SQLite
+// never leaves a database in WAL mode empty).
+func (s *Store) checkFile() error {
+	fi, err := os.Stat(s.abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w (no file is at the path now)", ErrFileChanged)
+	case err != nil:
+		return fmt.Errorf("check the database file: %w", err)
+	case !os.SameFile(fi, s.file):
+		return fmt.Errorf("%w (the path now names another file)", ErrFileChanged)
+	case fi.Size() == 0:
+		return fmt.Errorf("%w (the file is now empty)", ErrFileChanged)
 	}
-	if ms >= math.MaxInt64-now {
-		return math.MaxInt64
-	}
-	return now + 1 + ms
+	return nil
 }
 
-// TryAcquire implements [elector.Store]. It starts a new term if the lease is
-// free or expired, with a token one larger than the last. If a live holder
-// has it, even holder itself, it returns a *[elector.HeldError] that names
-// the holder. name and holder must be valid ([elector.ValidateName],
-// [elector.ValidateHolder]) and ttl positive.
-func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration) (elector.Lease, error) {
+// TryAcquire implements [elector.Store]. name and holder must be valid
+// ([elector.ValidateName], [elector.ValidateHolder]) and ttl within
+// [elector.ValidateTTL]. The store keeps ttl rounded up to whole
+// milliseconds, and never issues a token below the wall clock in
+// microseconds, so that tokens keep growing even after the file was deleted
+// or restored from an older copy.
+func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := checkArgs(name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
 	if err := elector.ValidateHolder(holder); err != nil {
 		return elector.Lease{}, err
 	}
+	ttlMs := millisUp(ttl)
 	var l elector.Lease
 	err := s.withLease(ctx, func(lc *leaseConn) error {
 		for {
-			now := time.Now().UnixMilli()
-			var token, expires int64
-			rows, err := lc.acquire.QueryContext(ctx, name, holder, now, expiry(now, ttl))
-			err = scanOne(rows, err, &token, &expires)
+			wall := clock.Wall()
+			var token, version int64
+			rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(observed.Token), sqlInt(observed.Version),
+				wall.UnixMicro(), wall.UnixMilli())
+			err = scanOne(rows, err, &token, &version)
 			if err == nil {
-				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), ExpiresAt: time.UnixMilli(expires)}
+				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version),
+					TTL: fromMillis(ttlMs), Written: time.UnixMilli(wall.UnixMilli())}
 				return nil
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			// A live term holds the lease: name its holder.
-			var cur elector.Lease
-			err = lc.get.QueryRowContext(ctx, name, now).Scan(&cur.Holder, &token, &expires)
+			// Another term holds the lease: report it.
+			cur, err := lc.current(ctx, name)
 			if err == nil {
-				cur.Name, cur.Token, cur.ExpiresAt = name, uint64(token), time.UnixMilli(expires)
 				return &elector.HeldError{Lease: cur}
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			// Another process released it in between: try again.
+			// It was released in between: try again.
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -221,39 +253,54 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	return l, nil
 }
 
-// Renew implements [elector.Store]. It extends l by ttl from now if l is
-// still the current, unexpired term, keeping its token; otherwise it returns
-// an error matching [elector.ErrLeaseLost].
+// current reads the current, unreleased term of name, or returns
+// sql.ErrNoRows.
+func (lc *leaseConn) current(ctx context.Context, name string) (elector.Lease, error) {
+	var token, version, ttlMs, written int64
+	l := elector.Lease{Name: name}
+	if err := lc.get.QueryRowContext(ctx, name).Scan(&l.Holder, &token, &version, &ttlMs, &written); err != nil {
+		return elector.Lease{}, err
+	}
+	l.Token, l.Version, l.TTL, l.Written = uint64(token), uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
+	return l, nil
+}
+
+// Renew implements [elector.Store]. Like TryAcquire, it keeps ttl rounded up
+// to whole milliseconds. Its error matches [elector.ErrLeaseLost] if l is no
+// longer the current term, and also if the file changed under the store
+// ([ErrFileChanged]).
 func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
 	if err := checkArgs(l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	var expires int64
+	ttlMs := millisUp(ttl)
+	written := clock.Wall().UnixMilli()
+	var version int64
 	err := s.withLease(ctx, func(lc *leaseConn) error {
-		now := time.Now().UnixMilli()
-		rows, err := lc.renew.QueryContext(ctx, l.Name, l.Holder, int64(l.Token), now, expiry(now, ttl))
-		return scanOne(rows, err, &expires)
+		rows, err := lc.renew.QueryContext(ctx, l.Name, l.Holder, sqlInt(l.Token), ttlMs, written)
+		return scanOne(rows, err, &version)
 	})
-	if errors.Is(err, sql.ErrNoRows) {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
 		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
-	}
-	if err != nil {
+	case errors.Is(err, ErrFileChanged):
+		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d in %q: %w: %w", l.Name, l.Token, s.path, err, elector.ErrLeaseLost)
+	case err != nil:
 		return elector.Lease{}, s.opError("renew", l.Name, err)
 	}
-	l.ExpiresAt = time.UnixMilli(expires)
+	l.Version, l.TTL, l.Written = uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
 	return l, nil
 }
 
-// Release implements [elector.Store]. It ends l now if l is still the
-// current, unexpired term, and wakes the candidates that watch the lease; it
-// returns nil, changing nothing, if l is not. The token stays.
+// Release implements [elector.Store]. It also wakes the candidates that
+// watch the lease through this Store.
 func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := elector.ValidateName(l.Name); err != nil {
 		return err
 	}
 	var n int64
 	err := s.withLease(ctx, func(lc *leaseConn) error {
-		res, err := lc.release.ExecContext(ctx, l.Name, l.Holder, int64(l.Token), time.Now().UnixMilli())
+		res, err := lc.release.ExecContext(ctx, l.Name, l.Holder, sqlInt(l.Token), clock.Wall().UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -269,16 +316,15 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	return nil
 }
 
-// Get implements [elector.Store]. It returns the live term of name, or an
-// error matching [elector.ErrNoLease].
+// Get implements [elector.Store].
 func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	if err := elector.ValidateName(name); err != nil {
 		return elector.Lease{}, err
 	}
-	l := elector.Lease{Name: name}
-	var token, expires int64
-	err := s.withLease(ctx, func(lc *leaseConn) error {
-		return lc.get.QueryRowContext(ctx, name, time.Now().UnixMilli()).Scan(&l.Holder, &token, &expires)
+	var l elector.Lease
+	err := s.withLease(ctx, func(lc *leaseConn) (err error) {
+		l, err = lc.current(ctx, name)
+		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return elector.Lease{}, fmt.Errorf("sqlitelease: lease %q: %w", name, elector.ErrNoLease)
@@ -286,7 +332,6 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	if err != nil {
 		return elector.Lease{}, s.opError("get", name, err)
 	}
-	l.Token, l.ExpiresAt = uint64(token), time.UnixMilli(expires)
 	return l, nil
 }
 

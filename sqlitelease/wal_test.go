@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // TestWALStaysBounded checks that lease traffic alone lets SQLite's WAL
@@ -25,12 +27,12 @@ func TestWALStaysBounded(t *testing.T) {
 	}
 
 	for i := range 3000 { // acquires: inserts, through RETURNING
-		_, err := s.TryAcquire(bg(t), fmt.Sprintf("job/%d", i), "a", time.Hour)
+		_, err := s.TryAcquire(bg(t), fmt.Sprintf("job/%d", i), "a", time.Hour, elector.Lease{})
 		require.NoError(t, err)
 	}
 	require.Less(t, walSize(), int64(limit), "after 3000 acquires")
 
-	l, err := s.TryAcquire(bg(t), "renewed", "a", time.Hour)
+	l, err := s.TryAcquire(bg(t), "renewed", "a", time.Hour, elector.Lease{})
 	require.NoError(t, err)
 	for range 5000 { // renewals: updates, through RETURNING
 		l, err = s.Renew(bg(t), l, time.Hour)

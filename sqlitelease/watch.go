@@ -12,7 +12,8 @@ import (
 // receives a value soon after the lease name may have become free: at once
 // when it is released through this Store, and within about one watch
 // interval (see [WithWatchInterval]) when another process, or another Store
-// on the same file, changes the file and the lease is then free. Spurious
+// on the same file, changes the file and the lease is then free (released,
+// or never acquired). Spurious
 // values are possible; the channel is never closed. The caller must call
 // stop when it no longer watches.
 //
@@ -149,10 +150,10 @@ func (p *poller) stop() {
 	<-p.done
 }
 
-// freeSQL returns which of the lease names in the JSON array ?1 have no live
-// term at ?2.
+// freeSQL returns which of the lease names in the JSON array ?1 have no
+// unreleased term.
 const freeSQL = `SELECT j.value FROM json_each(?1) AS j
-WHERE NOT EXISTS (SELECT 1 FROM ` + leaseTable + ` AS l WHERE l.name = j.value AND l.expires_at > ?2)`
+WHERE NOT EXISTS (SELECT 1 FROM ` + leaseTable + ` AS l WHERE l.name = j.value AND NOT l.released)`
 
 // poll checks PRAGMA data_version every interval until ctx ends. The value
 // changes whenever another connection committed a change to the file; then
@@ -199,7 +200,7 @@ func (w *watchState) poll(ctx context.Context) {
 	}
 }
 
-// wakeFree wakes the watchers of the watched leases that have no live term.
+// wakeFree wakes the watchers of the watched leases that are free.
 func (w *watchState) wakeFree(ctx context.Context, conn *sql.Conn) {
 	names := w.names()
 	if len(names) == 0 {
@@ -209,7 +210,7 @@ func (w *watchState) wakeFree(ctx context.Context, conn *sql.Conn) {
 	if err != nil {
 		return
 	}
-	rows, err := conn.QueryContext(ctx, freeSQL, string(list), time.Now().UnixMilli())
+	rows, err := conn.QueryContext(ctx, freeSQL, string(list))
 	if err != nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -40,9 +41,9 @@ func requireNotWoken(t *testing.T, ch <-chan struct{}, during time.Duration) {
 // watchers at once, without the poller.
 func TestWatchReleaseSameStore(t *testing.T) {
 	s := open(t)
-	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	_, err = s.TryAcquire(bg(t), "other-job", "a", time.Minute)
+	_, err = s.TryAcquire(bg(t), "other-job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	ch, stop := s.WatchRelease("job")
 	defer stop()
@@ -62,7 +63,7 @@ func TestWatchReleaseSameStore(t *testing.T) {
 func TestWatchReleaseOtherStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	s1, s2 := openPath(t, path), openPath(t, path)
-	l, err := s2.TryAcquire(bg(t), "job", "b", time.Minute)
+	l, err := s2.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 
 	ch, stop := s1.WatchRelease("job")

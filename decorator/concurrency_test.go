@@ -3,7 +3,6 @@ package decorator_test
 import (
 	"context"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -79,7 +78,8 @@ func TestRestartWaitsForPreviousRun(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
 		require.ErrorIs(t, d.Stop(short), context.DeadlineExceeded)
-		before := runtime.NumGoroutine()
+		synctest.Wait() // the timer goroutine that ended short has exited
+		before := bubbleGoroutines()
 		for range 50 { // restarts while the old run finishes start nothing and pile up no goroutines
 			short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 			require.ErrorIs(t, d.Start(short), context.DeadlineExceeded, "Start waits for the previous run, bounded by its ctx")
@@ -87,7 +87,7 @@ func TestRestartWaitsForPreviousRun(t *testing.T) {
 			cancel()
 		}
 		synctest.Wait()
-		require.Equal(t, before, runtime.NumGoroutine(), "no goroutine per refused restart")
+		require.Equal(t, before, bubbleGoroutines(), "no goroutine per refused restart")
 		require.EqualValues(t, 1, job.starts.Load(), "the new run waits for the old one")
 		require.NoError(t, d.Start(ctx), "Start waits until the previous run has finished")
 		synctest.Wait()

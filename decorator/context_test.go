@@ -70,8 +70,8 @@ func TestContexts(t *testing.T) {
 		stopCtx, stopCancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey("stop"), "x"), time.Minute)
 		defer stopCancel()
 		require.NoError(t, d.Stop(stopCtx))
-		require.Equal(t, ctxSeen{value: "x", deadline: time.Minute, token: 1}, stopSeen.get(),
-			"inner Stop gets the caller's ctx, with the term")
+		require.Equal(t, ctxSeen{value: "x", deadline: decorator.DefaultStopTimeout, token: 1}, stopSeen.get(),
+			"inner Stop gets the caller's ctx, with the term, bounded by the stop timeout")
 		require.Equal(t, ctxSeen{value: "s", token: 1}, demotedSeen.get(), "OnDemoted ctx")
 	})
 }

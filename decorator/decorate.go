@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
@@ -14,8 +15,9 @@ import (
 
 // Decorate returns j as a leader job: a job of the same type J whose Start
 // campaigns with e and starts j (wrapped in the [WithMiddleware] chain) only
-// while this replica holds a term, and whose Stop stops j, resigns and ends
-// the campaign. See the package documentation for the full lifecycle.
+// while this replica holds a term, and whose Stop stops j, frees the lease
+// once j has stopped, and ends the campaign. See the package documentation
+// for the full lifecycle.
 //
 // Everything is built once, here: the middleware chain, the composed hooks
 // and the options. Start/Stop cycles never add layers, goroutines or hooks,
@@ -101,19 +103,30 @@ type decorated struct {
 
 // run is one Start..Stop campaign: one gate goroutine.
 type run struct {
-	cancel context.CancelFunc   // ends the campaign; called by Stop after it sent on stop
-	stop   chan context.Context // Stop's context; buffered 1, sent once
-	done   chan struct{}        // closed when the gate goroutine exits
+	cancel context.CancelFunc     // ends the campaign; called by Stop after it sent on stop
+	stop   chan stopRequest       // from Stop; buffered 1, sent once
+	done   chan struct{}          // closed when the gate goroutine exits
+	busy   atomic.Pointer[string] // what the gate waits for; see step
+}
+
+// step records what the gate is about to wait for, which Stop names if the
+// run has not ended within the stop timeout. Watchdogs pass a nil r: they
+// record nothing.
+func (r *run) step(what string) {
+	if r != nil {
+		r.busy.Store(&what)
+	}
 }
 
 // Start launches the campaign on one goroutine and returns nil at once. The
 // inner job starts when a term is won. Start on a started job does nothing
 // and returns nil. If the previous campaign is still finishing (its Stop
-// returned early because its context ended), Start first waits for it,
-// bounded by ctx, so two inner jobs never run at once and restarts never
-// pile up goroutines; if ctx ends first, Start returns ctx's error and starts
-// nothing. Start returns an error, and starts nothing, if Decorate got a nil
-// job, a nil elector or a bad option value.
+// returned early), Start first waits for it, so two inner jobs never run at
+// once and restarts never pile up goroutines; if ctx ends or the stop
+// timeout passes first, Start returns an error (wrapping ctx's, or naming
+// what the previous campaign waits for) and starts nothing. Start returns an
+// error, and starts nothing, if Decorate got a nil job, a nil elector or a
+// bad option value.
 func (d *decorated) Start(ctx context.Context) error {
 	if d.err != nil {
 		return d.err
@@ -131,17 +144,15 @@ func (d *decorated) Start(ctx context.Context) error {
 		if last == nil || isClosed(last.done) {
 			base := context.WithoutCancel(ctx)
 			runCtx, cancel := context.WithCancel(base)
-			r := &run{cancel: cancel, stop: make(chan context.Context, 1), done: make(chan struct{})}
+			r := &run{cancel: cancel, stop: make(chan stopRequest, 1), done: make(chan struct{})}
 			d.cur, d.last = r, r
 			d.mu.Unlock()
 			go d.gate(runCtx, base, r)
 			return nil
 		}
 		d.mu.Unlock()
-		select {
-		case <-last.done:
-		case <-ctx.Done():
-			return fmt.Errorf("decorator: start %s: the previous run is still stopping: %w", d.jobName, ctx.Err())
+		if err := d.wait(ctx, last); err != nil {
+			return fmt.Errorf("decorator: start %s: the previous run is still stopping: %w", d.jobName, err)
 		}
 	}
 }
@@ -156,13 +167,14 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// Stop ends the campaign, stops the inner job with ctx if it runs, resigns
-// the term (after the inner Stop returned, with at least the stop timeout
-// even if ctx is shorter) and returns nil once the campaign's goroutine has
-// exited. If ctx ends first, Stop returns ctx's error and the campaign
-// finishes on its own, bounded by the inner Stop and the stop timeout. Stop
-// on a stopped job waits for a campaign still finishing, and otherwise
-// returns nil at once. A nil ctx is taken as [context.Background].
+// Stop ends the campaign: it stops the inner job if it runs and settles the
+// term, as the package documentation describes (Lifecycle). It returns nil
+// once the campaign has ended. It returns earlier if ctx ends, with an error
+// wrapping ctx's, or once the stop timeout has passed, with an error naming
+// what the campaign waits for (such as the inner Stop or a hook); the
+// campaign then finishes on its own. Stop on a stopped job waits likewise for
+// a campaign still finishing, and otherwise returns nil at once. A nil ctx is
+// taken as [context.Background].
 func (d *decorated) Stop(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -171,23 +183,39 @@ func (d *decorated) Stop(ctx context.Context) error {
 	r, last := d.cur, d.last
 	if r != nil {
 		d.cur = nil
-		r.stop <- ctx // never blocks: one send per run, buffer 1
+		r.stop <- stopRequest{ctx: ctx, deadline: time.Now().Add(d.stopTimeout)} // never blocks: one send per run, buffer 1
 		r.cancel()
 	}
 	d.mu.Unlock()
 	if last == nil {
 		return nil
 	}
-	select {
-	case <-last.done:
-		return nil
-	default:
+	if err := d.wait(ctx, last); err != nil {
+		return fmt.Errorf("decorator: stop %s: %w", d.jobName, err)
 	}
+	return nil
+}
+
+// wait waits for run r to end. It returns nil once it has, ctx's error if ctx
+// ends first, and an error naming what r waits for if the stop timeout passes
+// first.
+func (d *decorated) wait(ctx context.Context, r *run) error {
+	if isClosed(r.done) {
+		return nil
+	}
+	timer := time.NewTimer(d.stopTimeout)
+	defer timer.Stop()
 	select {
-	case <-last.done:
+	case <-r.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-timer.C:
+		what := "the campaign"
+		if p := r.busy.Load(); p != nil {
+			what = *p
+		}
+		return fmt.Errorf("%s has not returned after %v", what, d.stopTimeout)
 	}
 }
 

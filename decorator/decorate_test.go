@@ -185,7 +185,9 @@ func TestPanickingHooksAndStop(t *testing.T) {
 		var pe *decorator.PanicError
 		require.ErrorAs(t, h.getErrs()[0], &pe)
 		require.Equal(t, "Stop", pe.Method)
-		require.EqualValues(t, 1, store.releases.Load(), "resigned despite the panic")
+		require.EqualValues(t, 2, job.stops.Load(), "the inner Stop is tried again")
+		require.Zero(t, store.releases.Load(), "a job whose Stop panicked may still run: its lease is abandoned, not released")
+		require.Equal(t, []error{elector.ErrAbandoned}, h.getCauses())
 		out := logBuf.String()
 		assert.Contains(t, out, "hook=OnElected")
 		assert.Contains(t, out, "hook=OnDemoted")

@@ -22,37 +22,51 @@
 //     backoff (see [WithBackoff]).
 //   - Elected: OnElected runs, then the inner Start, with a context that has
 //     the values of the decorated Start's context but not its cancellation,
-//     the [elector.Term] (see [elector.TermFromContext]) and a start timeout
-//     ([WithStartTimeout]).
-//   - If the inner Start fails or panics: OnError, the term is resigned,
-//     OnDemoted with that error as cause, and after a backoff the gate
-//     campaigns again.
+//     and the [elector.Term] (see [elector.TermFromContext]). The start
+//     timeout bounds the two together ([WithStartTimeout] says what happens
+//     when it passes).
+//   - If the inner Start fails or panics: the term is resigned, the error
+//     reported (OnError), OnDemoted runs with it as cause, and after a
+//     backoff the gate campaigns again.
 //   - If the term ends on its own (lost or expired): the inner Stop runs
 //     with a fresh context bounded by the stop timeout ([WithStopTimeout]),
-//     the term is resigned, OnDemoted runs with the term's error, and the
+//     the term is settled, OnDemoted runs with the term's error, and the
 //     gate campaigns again at once.
-//   - If Stop is called: the inner Stop runs with Stop's context (plus the
-//     term), then the term is resigned, so the lease is freed only after the
-//     inner job has stopped; OnDemoted runs with [elector.ErrResigned] and
-//     the gate exits. Stop returns when it has exited, or when its context
-//     ends.
+//   - If Stop is called: the inner Stop runs with Stop's context, bounded by
+//     the stop timeout counted from the call, the term is settled, OnDemoted
+//     runs, and the gate exits. Stop returns then, or earlier with an error
+//     when its context ends or the stop timeout passes.
 //
-// Every OnElected is followed by exactly one OnDemoted. Panics in the inner
-// job, the elector and the hooks are recovered on the gate goroutine; none
-// escapes. A running decorated job has at most two goroutines (the gate and
-// the term's renewal inside the elector), and none after Stop.
+// Settling a term keeps another replica from starting the job while it may
+// still run here. The lease is freed (the term resigned) only if the inner
+// job never started or its Stop returned nil. An inner Stop that fails, or
+// whose context ends, is called once more with the same values but no
+// cancellation, for the rest of the stop timeout, while the term stays held
+// (renewing). If that fails too, or the stop timeout passes first, the term
+// is abandoned and the failure reported: renewals stop and the lease runs
+// out in the store, so another replica takes over one TTL later. An inner
+// Stop that never returns is abandoned at the stop timeout too, but the gate
+// stays in it: nothing can end a call that never returns.
+//
+// Every OnElected is followed by exactly one OnDemoted, once the term is
+// settled. Panics in the inner job, the elector and the hooks are recovered;
+// none escapes. A running decorated job has at most two goroutines (the gate
+// and the term's renewal inside the elector), plus a short-lived watchdog
+// when a timeout passes, and none after Stop, unless a call it waits for
+// never returns.
 //
 // # What the inner job must do
 //
 // The term in the inner job's contexts belongs to the decorated job: the job
-// may read its Token and watch its Done channel (a term can end while the
-// job runs, and its Start context is not cancelled when it does), but must
-// not Resign it; to step down, the application calls Stop. A term that ends
-// on its own ends TTL/10 before the store lets another replica acquire: a
-// job that must never overlap its successor should stop within that margin
-// ([WithStopTimeout] bounds the context it gets); fenced writes refuse a
-// slower job's writes either way. Do not call the decorated job's Stop from
-// a hook or from the inner job: the gate would wait for itself.
+// may read its Token and Lease and watch its Done channel (a term can end
+// while the job runs, and its Start context is not cancelled when it does),
+// but must not Resign or Abandon it; to step down, the application calls
+// Stop. A term that ends on its own ends TTL/10 before the store lets
+// another replica acquire: a job that must never overlap its successor
+// should stop within that margin ([WithStopTimeout] bounds the context it
+// gets); fenced writes refuse a slower job's writes either way. Do not call
+// the decorated job's Stop from a hook or from the inner job: the gate would
+// wait for itself (until the stop timeout).
 //
 // # Built once
 //

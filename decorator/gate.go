@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
 )
@@ -11,27 +13,34 @@ import (
 // errNoTerm is reported when an Elector returns neither a term nor an error.
 var errNoTerm = errors.New("the elector returned a nil term and no error")
 
+// stopRequest is what Stop sends the gate: Stop's context, and the instant
+// the stop timeout, counted from the call, passes.
+type stopRequest struct {
+	ctx      context.Context
+	deadline time.Time
+}
+
 // gate is the goroutine of one campaign (one run): it campaigns, runs the
 // inner job for each term won, and campaigns again until Stop. runCtx ends
-// when Stop is called (after Stop's context was sent on r.stop); base has the
+// when Stop is called (after Stop's request was sent on r.stop); base has the
 // values of the decorated Start's context and no cancellation.
 func (d *decorated) gate(runCtx, base context.Context, r *run) {
 	defer close(r.done)
 	bo := backoff{min: d.backoffMin, max: d.backoffMax}
 	for runCtx.Err() == nil {
-		term, err := d.campaign(runCtx)
+		term, err := d.campaign(runCtx, r)
 		if runCtx.Err() != nil {
 			if term != nil {
 				// Won just as Stop arrived: give the lease back, start nothing.
-				d.resign(base, term, stopContext(r))
+				d.resign(base, r, term, stopRequestOf(r).ctx)
 			}
 			return
 		}
 		if err != nil {
 			if !isNil(term) { // an Elector that returned a term and an error
-				d.resign(base, term, base)
+				d.resign(base, r, term, base)
 			}
-			d.report(base, fmt.Errorf("decorator: campaign for %s: %w", d.jobName, err))
+			d.report(base, r, fmt.Errorf("decorator: campaign for %s: %w", d.jobName, err))
 			if !sleep(runCtx, bo.next()) {
 				return
 			}
@@ -43,68 +52,139 @@ func (d *decorated) gate(runCtx, base context.Context, r *run) {
 	}
 }
 
-// lead runs the inner job for one term. It returns true when Stop ended the
-// run.
+// lead runs the inner job for one term, then ends the term. It returns true
+// when Stop ended the run.
 func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term, bo *backoff) (stopped bool) {
 	tctx := elector.ContextWithTerm(base, term)
-	d.elected(tctx, term)
-	select {
-	case <-term.Done():
-		// The term ended while OnElected ran: never start a job without a
-		// lease.
-		d.resign(tctx, term, base)
-		d.demoted(tctx, term, term.Err())
-		return false
-	case sctx := <-r.stop:
-		// Stop arrived while OnElected ran: the job never starts.
-		d.resign(tctx, term, sctx)
-		d.demoted(tctx, term, elector.ErrResigned)
-		return true
-	default:
-	}
-	sctx, cancel := context.WithTimeout(tctx, d.startTimeout)
-	err := callStart(sctx, d.inner)
-	cancel()
+	started, err := d.start(runCtx, tctx, r, term)
 	if err != nil {
-		err = fmt.Errorf("decorator: start %s: %w", d.jobName, err)
-		d.report(tctx, err)
-		d.resign(tctx, term, base)
-		d.demoted(tctx, term, err)
+		d.end(tctx, r, term, false, stopRequest{ctx: base}, err)
 		return !sleep(runCtx, bo.next())
 	}
-	bo.reset()
+	if started {
+		bo.reset()
+	}
 	select {
 	case <-term.Done():
-		// Lost or expired: stop the job with a fresh context, free the lease
-		// if it is still ours, and campaign again at once.
-		ctx, cancel := context.WithTimeout(tctx, d.stopTimeout)
-		if err := callStop(ctx, d.inner); err != nil {
-			d.report(tctx, fmt.Errorf("decorator: stop %s: %w", d.jobName, err))
-		}
-		cancel()
-		d.resign(tctx, term, base)
-		d.demoted(tctx, term, term.Err())
+		// Lost, expired, or ended by the start watchdog: stop the job with a
+		// fresh context and campaign again at once.
+		d.end(tctx, r, term, started, stopRequest{ctx: base, deadline: time.Now().Add(d.stopTimeout)}, nil)
 		return false
-	case sctx := <-r.stop:
-		// Stop: the inner job stops with the caller's context; the lease is
-		// freed only after its Stop returned.
-		if err := callStop(elector.ContextWithTerm(sctx, term), d.inner); err != nil {
-			d.report(tctx, fmt.Errorf("decorator: stop %s: %w", d.jobName, err))
+	case req := <-r.stop:
+		d.end(tctx, r, term, started, req, nil)
+		return true
+	}
+}
+
+// start runs OnElected and then, unless the term ended or Stop arrived
+// meanwhile, the inner Start. A watchdog bounds the two by the start timeout:
+// when it passes, the watchdog resigns the term if the inner Start has not
+// been called yet, or abandons it if the inner Start runs (the job may be
+// starting), and reports what overran; the gate goes on once the call
+// returns, and never starts the job for a term that has ended. started
+// reports whether the inner Start returned nil; err is its error.
+func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Term) (started bool, err error) {
+	deadline := time.Now().Add(d.startTimeout)
+	// claimed is set by whichever comes first: the gate about to call the
+	// inner Start, or the watchdog finding OnElected still running.
+	var claimed atomic.Bool
+	stop := watchdog(deadline, func() {
+		what := "inner Start"
+		if claimed.CompareAndSwap(false, true) {
+			what = "OnElected hook"
+			d.resign(tctx, nil, term, tctx)
+		} else {
+			d.abandon(tctx, nil, term)
 		}
-		d.resign(tctx, term, sctx)
-		d.demoted(tctx, term, elector.ErrResigned)
+		d.report(tctx, nil, fmt.Errorf("decorator: %s of %s did not return within %v", what, d.jobName, d.startTimeout))
+	})
+	defer stop()
+	d.elected(tctx, r, term)
+	if runCtx.Err() != nil || isClosed(term.Done()) || !claimed.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	ctx, cancel := context.WithDeadline(tctx, deadline)
+	defer cancel()
+	if err := d.callStart(ctx, r); err != nil {
+		return false, fmt.Errorf("decorator: start %s: %w", d.jobName, err)
+	}
+	return true, nil
+}
+
+// end is the one way a term this replica led ends: it stops the inner job if
+// it started (see stopJob), resigns the term (freeing the lease) unless the
+// job may still run, reports failure (the inner Start's error) if any, and
+// runs OnDemoted with failure or, if nil, the term's error.
+func (d *decorated) end(tctx context.Context, r *run, term elector.Term, started bool, req stopRequest, failure error) {
+	if !started || d.stopJob(tctx, r, term, req) {
+		d.resign(tctx, r, term, req.ctx)
+	}
+	cause := term.Err()
+	if failure != nil {
+		d.report(tctx, r, failure)
+		cause = failure
+	}
+	d.demoted(tctx, r, term, cause)
+}
+
+// stopJob stops the inner job while the term stays held (renewing): first
+// with req.ctx plus the term, bounded by req.deadline; if that fails while
+// time is left, once more with that context's values only, until
+// req.deadline. It returns true if the inner Stop returned nil in time.
+// Otherwise it has abandoned the term and reported why: a watchdog does so at
+// req.deadline if the inner Stop has not returned, and the gate stays in the
+// inner Stop until it does.
+func (d *decorated) stopJob(tctx context.Context, r *run, term elector.Term, req stopRequest) bool {
+	overran := watchdog(req.deadline, func() {
+		d.abandon(tctx, nil, term)
+		d.report(tctx, nil, fmt.Errorf("decorator: inner Stop of %s has not returned after %v; its lease is left to run out", d.jobName, d.stopTimeout))
+	})
+	ctx, cancel := context.WithDeadline(elector.ContextWithTerm(req.ctx, term), req.deadline)
+	defer cancel()
+	err := d.callStop(ctx, r)
+	if err != nil && time.Now().Before(req.deadline) {
+		retry, cancel := context.WithDeadline(context.WithoutCancel(ctx), req.deadline)
+		err = d.callStop(retry, r)
+		cancel()
+	}
+	if overran() {
+		return false
+	}
+	if err != nil {
+		d.abandon(tctx, r, term)
+		d.report(tctx, r, fmt.Errorf("decorator: inner Stop of %s: %w; its lease is left to run out", d.jobName, err))
+		return false
+	}
+	return true
+}
+
+// watchdog calls f on a goroutine of its own when deadline passes, unless
+// the returned stop is called first. stop waits for an f that has begun to
+// return, and reports whether f ran.
+func watchdog(deadline time.Time, f func()) (stop func() bool) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	done := make(chan struct{})
+	stopFunc := context.AfterFunc(ctx, func() {
+		defer close(done)
+		f()
+	})
+	return func() bool {
+		defer cancel()
+		if stopFunc() {
+			return false
+		}
+		<-done
 		return true
 	}
 }
 
 // campaign calls the elector under recover.
-func (d *decorated) campaign(ctx context.Context) (t elector.Term, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			t, err = nil, newPanicError("Campaign", v)
-		}
-	}()
-	t, err = d.elector.Campaign(ctx)
+func (d *decorated) campaign(ctx context.Context, r *run) (t elector.Term, err error) {
+	r.step("Campaign of the elector")
+	err = protect("Campaign", func() (err error) {
+		t, err = d.elector.Campaign(ctx)
+		return err
+	})
 	if err == nil && isNil(t) {
 		return nil, errNoTerm
 	}
@@ -113,49 +193,53 @@ func (d *decorated) campaign(ctx context.Context) (t elector.Term, err error) {
 
 // resign resigns term with the values of parent, not its cancellation, and
 // the stop timeout, reporting an error or panic to logCtx.
-func (d *decorated) resign(logCtx context.Context, term elector.Term, parent context.Context) {
+func (d *decorated) resign(logCtx context.Context, r *run, term elector.Term, parent context.Context) {
+	r.step("Resign of the term")
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.stopTimeout)
 	defer cancel()
-	err := func() (err error) {
-		defer func() {
-			if v := recover(); v != nil {
-				err = newPanicError("Resign", v)
-			}
-		}()
-		return term.Resign(ctx)
-	}()
-	if err != nil {
-		d.report(logCtx, fmt.Errorf("decorator: resign %s: %w", d.jobName, err))
+	if err := protect("Resign", func() error { return term.Resign(ctx) }); err != nil {
+		d.report(logCtx, r, fmt.Errorf("decorator: resign %s: %w", d.jobName, err))
 	}
 }
 
-// stopContext returns the context Stop sent, which is there whenever the
+// abandon ends term without freeing its lease, which runs out in the store,
+// reporting a panic to logCtx.
+func (d *decorated) abandon(logCtx context.Context, r *run, term elector.Term) {
+	r.step("Abandon of the term")
+	if err := protect("Abandon", func() error { term.Abandon(); return nil }); err != nil {
+		d.report(logCtx, r, fmt.Errorf("decorator: abandon %s: %w", d.jobName, err))
+	}
+}
+
+// callStart runs the inner Start, turning a panic into a *PanicError.
+func (d *decorated) callStart(ctx context.Context, r *run) error {
+	r.step("inner Start")
+	return protect("Start", func() error { return d.inner.Start(ctx) })
+}
+
+// callStop runs the inner Stop, turning a panic into a *PanicError.
+func (d *decorated) callStop(ctx context.Context, r *run) error {
+	r.step("inner Stop")
+	return protect("Stop", func() error { return d.inner.Stop(ctx) })
+}
+
+// protect calls f, turning a panic into a *PanicError of method.
+func protect(method string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError(method, v)
+		}
+	}()
+	return f()
+}
+
+// stopRequestOf returns the request Stop sent, which is there whenever the
 // run's context has ended.
-func stopContext(r *run) context.Context {
+func stopRequestOf(r *run) stopRequest {
 	select {
-	case ctx := <-r.stop:
-		return ctx
+	case req := <-r.stop:
+		return req
 	default:
-		return context.Background()
+		return stopRequest{ctx: context.Background()}
 	}
-}
-
-// callStart runs j.Start, turning a panic into a *PanicError.
-func callStart(ctx context.Context, j Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError("Start", v)
-		}
-	}()
-	return j.Start(ctx)
-}
-
-// callStop runs j.Stop, turning a panic into a *PanicError.
-func callStop(ctx context.Context, j Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError("Stop", v)
-		}
-	}()
-	return j.Stop(ctx)
 }

@@ -65,9 +65,8 @@ func (s *countingStore) Renew(ctx context.Context, l elector.Lease, ttl time.Dur
 
 func (s *countingStore) Release(ctx context.Context, l elector.Lease) error {
 	s.releases.Add(1)
-	err := s.Store.Release(ctx, l)
-	s.ev.add("release %s %d", l.Holder, l.Token)
-	return err
+	s.ev.add("release %s %d", l.Holder, l.Token) // before: a woken rival logs next
+	return s.Store.Release(ctx, l)
 }
 
 func (s *countingStore) WatchRelease(name string) (<-chan struct{}, func()) {
@@ -332,6 +331,21 @@ func ourGoroutines() int {
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "decorator.(*decorated).gate(") || strings.Contains(g, "elector.(*leaseTerm).renew(") {
+			n++
+		}
+	}
+	return n
+}
+
+// bubbleGoroutines counts the goroutines of the calling synctest bubble
+// (runtime.NumGoroutine also counts goroutines of other tests still exiting).
+func bubbleGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "synctest bubble") {
 			n++
 		}
 	}

@@ -11,20 +11,34 @@ import (
 // Hooks are called by a decorated job on its leadership transitions. Every
 // OnElected is followed by exactly one OnDemoted. Hooks run on the decorated
 // job's goroutine, one at a time, with a context that has the values of the
-// decorated Start's context (not its cancellation) and the [elector.Term]. A
+// decorated Start's context (not its cancellation) and the [elector.Term];
+// only OnError may also run on a watchdog goroutine, to report a call that
+// overran its timeout while that call (which may be OnElected) still runs. A
 // panicking hook is logged and otherwise ignored. Nil fields are skipped.
+//
+// Hooks must return promptly: the decorated job waits for each. An OnElected
+// that, with the inner Start, overruns the start timeout ([WithStartTimeout])
+// loses its term, and the job does not start for that term. An OnDemoted or
+// OnError that does not return stalls this replica's campaign (its term has
+// ended by then, so another replica can lead), and Stop returns an error
+// naming it once the stop timeout has passed.
 type Hooks struct {
 	// OnElected is called when this replica won a term, before the inner
 	// job starts.
 	OnElected func(ctx context.Context, t elector.Term)
 	// OnDemoted is called when the inner job has stopped (or failed to
-	// start) and the term is over. cause is the error of the inner Start
-	// when it failed, elector.ErrResigned after Stop, and otherwise t.Err()
-	// (elector.ErrLeaseLost, elector.ErrLeaseExpired or a store error).
+	// start) and the term is over: resigned, or abandoned to run out. cause
+	// is the error of the inner Start when it failed, and otherwise t.Err():
+	// elector.ErrResigned (after Stop, or an OnElected that overran),
+	// elector.ErrAbandoned (an inner Stop that failed or overran, or an inner
+	// Start that overran), elector.ErrLeaseLost, elector.ErrLeaseExpired or
+	// a store error.
 	OnDemoted func(ctx context.Context, t elector.Term, cause error)
-	// OnError is called when the inner job's Start or Stop failed or
-	// panicked, or the elector failed. Without an OnError hook, errors are
-	// logged at Error level.
+	// OnError is called when the inner job's Start or Stop failed, panicked
+	// or overran its timeout, OnElected overran the start timeout, or the
+	// elector failed. It runs once the term the error is about has ended
+	// (resigned or abandoned), so a slow OnError never keeps a lease. Without
+	// an OnError hook, errors are logged at Error level.
 	OnError func(ctx context.Context, err error)
 }
 
@@ -52,35 +66,36 @@ func composeHooks(hs []Hooks) hookSet {
 }
 
 // elected logs the new term and runs the OnElected hooks.
-func (d *decorated) elected(ctx context.Context, t elector.Term) {
+func (d *decorated) elected(ctx context.Context, r *run, t elector.Term) {
 	d.logTerm(ctx, "elected", nil)
 	for _, f := range d.hooks.elected {
-		d.callHook(ctx, "OnElected", func() { f(ctx, t) })
+		d.callHook(ctx, r, "OnElected", func() { f(ctx, t) })
 	}
 }
 
 // demoted logs the end of the term and runs the OnDemoted hooks.
-func (d *decorated) demoted(ctx context.Context, t elector.Term, cause error) {
+func (d *decorated) demoted(ctx context.Context, r *run, t elector.Term, cause error) {
 	d.logTerm(ctx, "demoted", cause)
 	for _, f := range d.hooks.demoted {
-		d.callHook(ctx, "OnDemoted", func() { f(ctx, t, cause) })
+		d.callHook(ctx, r, "OnDemoted", func() { f(ctx, t, cause) })
 	}
 }
 
 // report hands err to the OnError hooks, or logs it when there are none.
-func (d *decorated) report(ctx context.Context, err error) {
+func (d *decorated) report(ctx context.Context, r *run, err error) {
 	if len(d.hooks.errors) == 0 {
 		d.logAttrs(ctx, slog.LevelError, "leader job error",
 			slog.String("job", d.jobName), slog.Any("err", err))
 		return
 	}
 	for _, f := range d.hooks.errors {
-		d.callHook(ctx, "OnError", func() { f(ctx, err) })
+		d.callHook(ctx, r, "OnError", func() { f(ctx, err) })
 	}
 }
 
 // callHook runs f and logs a panic instead of letting it escape.
-func (d *decorated) callHook(ctx context.Context, name string, f func()) {
+func (d *decorated) callHook(ctx context.Context, r *run, name string, f func()) {
+	r.step(name + " hook")
 	defer func() {
 		if v := recover(); v != nil {
 			d.logAttrs(ctx, slog.LevelError, "leader job hook panicked",
@@ -101,8 +116,6 @@ func (d *decorated) logTerm(ctx context.Context, msg string, cause error) {
 	attrs = append(attrs, slog.String("job", d.jobName))
 	if l, ok := elector.LeaseFromContext(ctx); ok {
 		attrs = append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
-	} else if t, ok := elector.TermFromContext(ctx); ok {
-		attrs = append(attrs, slog.Uint64("token", t.Token()))
 	}
 	if cause != nil {
 		attrs = append(attrs, slog.Any("cause", cause))

@@ -55,8 +55,6 @@ func (j *logJob) record(ctx context.Context, msg string, begin time.Time, err er
 	attrs = append(attrs, slog.String("job", j.name))
 	if l, ok := elector.LeaseFromContext(ctx); ok {
 		attrs = append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
-	} else if t, ok := elector.TermFromContext(ctx); ok {
-		attrs = append(attrs, slog.Uint64("token", t.Token()))
 	}
 	attrs = append(attrs, slog.Duration("duration", time.Since(begin)))
 	if err != nil {

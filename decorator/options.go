@@ -123,8 +123,12 @@ func (o loggerOption) String() string {
 	return fmt.Sprintf("WithLogger(%T)", o.l.Handler())
 }
 
-// WithStartTimeout bounds the context given to the inner job's Start. It
-// must be positive. Default 15s.
+// WithStartTimeout bounds OnElected and the inner job's Start together,
+// counted from the moment a term is won; the inner Start's context ends then.
+// If they have not returned by then, the term ends and the overrun is
+// reported (OnError): the term is resigned if the inner Start has not been
+// called yet, and abandoned, its lease left to run out in the store, if the
+// inner Start runs. It must be positive. Default 15s.
 func WithStartTimeout(d time.Duration) Option { return startTimeoutOption(d) }
 
 type startTimeoutOption time.Duration
@@ -141,10 +145,14 @@ func (o startTimeoutOption) String() string {
 	return fmt.Sprintf("WithStartTimeout(%v)", time.Duration(o))
 }
 
-// WithStopTimeout bounds the context given to the inner job's Stop when the
-// term ends on its own (lost or expired), and every resignation, including
-// the one after a Stop whose context is shorter. It must be positive.
-// Default 15s.
+// WithStopTimeout bounds how long the inner job may take to stop while its
+// term is held, counted from the call of Stop, or from the end of a term that
+// ended on its own: it bounds the inner Stop's context and its one retry,
+// and if the inner Stop has not returned nil by then, the term is abandoned
+// and its lease left to run out in the store. It also bounds each
+// resignation, and how long Stop, and a Start waiting for a previous
+// campaign, wait before returning an error. It must be positive. Default
+// 15s.
 func WithStopTimeout(d time.Duration) Option { return stopTimeoutOption(d) }
 
 type stopTimeoutOption time.Duration

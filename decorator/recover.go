@@ -8,9 +8,10 @@ import (
 
 // PanicError is the error a panic in a job's Start or Stop becomes, both in
 // the [Recover] middleware and in the decorated job itself (which also
-// recovers panics of its elector's Campaign and of Term.Resign).
+// recovers panics of its elector's Campaign and of Term.Resign and
+// Term.Abandon).
 type PanicError struct {
-	Method string // the method that panicked: "Start", "Stop", "Campaign" or "Resign"
+	Method string // the method that panicked: "Start", "Stop", "Campaign", "Resign" or "Abandon"
 	Value  any    // the value passed to panic
 	Stack  []byte // the panicking goroutine's stack, from runtime/debug.Stack
 }

@@ -1,0 +1,215 @@
+package mysqllease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Connection timeouts that [Open] sets when the DSN does not, so that a dead
+// or silent server fails a call instead of hanging it. A DSN that sets one
+// (readTimeout=0 turns that one off) keeps its own.
+const (
+	DefaultDialTimeout  = 10 * time.Second // the DSN's timeout
+	DefaultReadTimeout  = 30 * time.Second // readTimeout: no statement of the store or the jobs waits longer for a reply
+	DefaultWriteTimeout = 30 * time.Second // writeTimeout
+)
+
+// NewTimeout bounds the schema check of [New], which takes no context.
+const NewTimeout = 30 * time.Second
+
+// Open connects to the MySQL or MariaDB database that dsn names, in the
+// go-sql-driver/mysql format (user:password@tcp(host:3306)/dbname?param=value),
+// creates the lease table if need be (see [SchemaVersion]) and returns a
+// Store with two pools of its own, which [Store.Close] closes: a small one
+// for lease traffic ([WithLeaseConns] connections, statements interpolated
+// client-side, one round trip each) and one for the jobs ([Store.DB]), so
+// that job queries cannot starve renewals.
+//
+// The DSN must name a database. Unless it sets them, Open sets timeout
+// [DefaultDialTimeout], readTimeout [DefaultReadTimeout] and writeTimeout
+// [DefaultWriteTimeout]; raise readTimeout in the DSN if jobs run single
+// statements longer than that on [Store.DB]. Errors name the user, address
+// and database, never the password.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	jobConn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
+	}
+	leaseCfg := cfg.Clone()
+	leaseCfg.InterpolateParams = true
+	leaseConn, err := mysql.NewConnector(leaseCfg)
+	if err != nil { // a collation that interpolation cannot escape safely
+		leaseConn = jobConn
+	}
+	leaseDB := sql.OpenDB(leaseConn)
+	leaseDB.SetMaxOpenConns(o.leaseConns)
+	leaseDB.SetMaxIdleConns(o.leaseConns)
+	leaseDB.SetConnMaxLifetime(5 * time.Minute)
+	jobs := sql.OpenDB(jobConn)
+	s, err := newStore(ctx, newLeasePool(leaseDB, false, o.leaseConns), jobs, true, o, target(cfg), cfg.Passwd)
+	if err != nil {
+		_ = leaseDB.Close()
+		_ = jobs.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns a Store on db, a go-sql-driver/mysql pool that the caller
+// keeps: [Store.Close] does not close it. Fenced writes and [Store.DB] use
+// db. Lease statements run on [WithLeaseConns] connections that the store
+// reserves from db (the first at once, the others when concurrent lease
+// operations need them) and keeps until Close, so that job queries holding
+// db's other connections cannot starve renewals; count them in db's
+// SetMaxOpenConns. New checks or creates the lease table like [Open],
+// within [NewTimeout]. The DSN's interpolateParams=true saves a round trip
+// per lease statement.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("mysqllease: New: nil *sql.DB")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), NewTimeout)
+	defer cancel()
+	p := newLeasePool(db, true, o.leaseConns)
+	s, err := newStore(ctx, p, db, false, o, "", "")
+	if err != nil {
+		_ = p.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o options, target, secret string) (*Store, error) {
+	s := &Store{
+		leases:       leases,
+		jobs:         jobs,
+		owns:         owns,
+		opts:         o,
+		table:        quote(o.table),
+		versionTable: quote(o.table + versionSuffix),
+		target:       target,
+		secret:       secret,
+	}
+	s.prepareSQL()
+	s.watch.init(s)
+	err := leases.do(ctx, func(q querier) error { return s.ensureSchema(ctx, q) })
+	if target == "" { // New
+		s.target, target = "database "+s.database, "the database of the *sql.DB given to New"
+	}
+	switch {
+	case err == nil:
+		return s, nil
+	case isMySQLError(err, errAccessDenied) || isMySQLError(err, errAccessDeniedDB):
+		return nil, fmt.Errorf("mysqllease: connect to %s: check the user and password: %w", target, withoutSecret(err, secret))
+	case isMySQLError(err, errUnknownDB):
+		return nil, fmt.Errorf("mysqllease: connect to %s: the database does not exist; create it first: %w", target, withoutSecret(err, secret))
+	case errors.Is(err, mysql.ErrInvalidConn):
+		return nil, fmt.Errorf("mysqllease: connect to %s: the connection broke or the server did not answer within the DSN's readTimeout: %w",
+			target, withoutSecret(err, secret))
+	case isConnError(err):
+		return nil, fmt.Errorf("mysqllease: connect to %s: %w", target, withoutSecret(err, secret))
+	default:
+		return nil, fmt.Errorf("mysqllease: open %s: %w", target, withoutSecret(err, secret))
+	}
+}
+
+// parseDSN parses dsn and sets the default timeouts it leaves unset. Its
+// errors never contain the password.
+func parseDSN(dsn string) (cfg *mysql.Config, err error) {
+	if strings.TrimSpace(dsn) == "" {
+		return nil, errors.New("mysqllease: DSN is empty; want user:password@tcp(host:3306)/dbname")
+	}
+	defer func() { // go-sql-driver panics on some parameters (strict)
+		if r := recover(); r != nil {
+			cfg, err = nil, fmt.Errorf("mysqllease: parse DSN: %v", r)
+		}
+	}()
+	cfg, err = mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysqllease: parse DSN: %w", withoutSecret(err, passwordOf(dsn)))
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("mysqllease: DSN for %s names no database; add one after the slash: user:password@tcp(host:3306)/dbname", target(cfg))
+	}
+	set := dsnParams(dsn)
+	for _, d := range []struct {
+		param string
+		field *time.Duration
+		def   time.Duration
+	}{
+		{"timeout", &cfg.Timeout, DefaultDialTimeout},
+		{"readTimeout", &cfg.ReadTimeout, DefaultReadTimeout},
+		{"writeTimeout", &cfg.WriteTimeout, DefaultWriteTimeout},
+	} {
+		if !set[d.param] {
+			*d.field = d.def
+		}
+	}
+	return cfg, nil
+}
+
+// dsnParams returns the names of the parameters dsn sets, as the driver
+// finds them: after the first '?' that follows the last '/'.
+func dsnParams(dsn string) map[string]bool {
+	set := make(map[string]bool)
+	slash := strings.LastIndexByte(dsn, '/')
+	_, query, ok := strings.Cut(dsn[slash+1:], "?")
+	if !ok {
+		return set
+	}
+	for kv := range strings.SplitSeq(query, "&") {
+		if k, _, ok := strings.Cut(kv, "="); ok {
+			set[k] = true
+		}
+	}
+	return set
+}
+
+// passwordOf returns the password in dsn the way the driver finds it, for
+// masking the error of a DSN that did not parse.
+func passwordOf(dsn string) string {
+	slash := strings.LastIndexByte(dsn, '/')
+	if slash < 0 {
+		slash = len(dsn)
+	}
+	at := strings.LastIndexByte(dsn[:slash], '@')
+	if at < 0 {
+		return ""
+	}
+	_, pw, _ := strings.Cut(dsn[:at], ":")
+	return pw
+}
+
+// Close stops the release poller and waits for it, gives back the
+// connections reserved from New's pool, and closes the pools Open made.
+// Operations after Close return [ErrClosed]. Close is idempotent.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.watch.close()
+		err = s.leases.close()
+		if s.owns {
+			err = errors.Join(err, s.jobs.Close())
+		}
+	})
+	return err
+}

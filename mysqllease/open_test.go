@@ -1,0 +1,258 @@
+package mysqllease
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+// TestOpenBadInput: a bad DSN or option is refused before anything is
+// opened, with an error that names it and never the password.
+func TestOpenBadInput(t *testing.T) {
+	const pw = "s3cret-pw"
+	for _, c := range []struct {
+		name, dsn string
+		opts      []Option
+		want      string
+	}{
+		{"empty DSN", "", nil, "DSN is empty"},
+		{"blank DSN", "  ", nil, "DSN is empty"},
+		{"no database", "app:" + pw + "@tcp(db.example:3306)/", nil, "app@tcp(db.example:3306)/ names no database"},
+		{"no database, no slash", "app:" + pw + "@tcp(db.example:3306)", nil, "missing the slash"},
+		{"unterminated address", "app:" + pw + "@tcp(db.example:3306/app", nil, "parse DSN"},
+		{"bad parameter", "app:" + pw + "@tcp(db.example:3306)/app?readTimeout=soon", nil, `"soon"`},
+		{"removed strict parameter", "app:" + pw + "@tcp(db.example:3306)/app?strict=true", nil, "strict mode has been removed"},
+		{"empty table", "app@tcp(x)/app", []Option{WithTable("")}, "table name is empty"},
+		{"table with a dash", "app@tcp(x)/app", []Option{WithTable("lease-s")}, `table name "lease-s" has the character '-'`},
+		{"table with a backquote", "app@tcp(x)/app", []Option{WithTable("a`b")}, "has the character '`'"},
+		{"table too long", "app@tcp(x)/app", []Option{WithTable(strings.Repeat("t", 57))}, "is 57 bytes; at most 56"},
+		{"zero poll interval", "app@tcp(x)/app", []Option{WithPollInterval(0)}, "poll interval 0s must be between 1ms and 24h0m0s"},
+		{"negative poll interval", "app@tcp(x)/app", []Option{WithPollInterval(-time.Second)}, "poll interval -1s"},
+		{"no lease connections", "app@tcp(x)/app", []Option{WithLeaseConns(0)}, "lease connections 0 must be between 1 and 64"},
+		{"too many lease connections", "app@tcp(x)/app", []Option{WithLeaseConns(1000)}, "lease connections 1000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			s, err := Open(context.Background(), c.dsn, c.opts...)
+			require.Error(t, err)
+			assert.Nil(t, s)
+			assert.Contains(t, err.Error(), c.want)
+			assert.NotContains(t, err.Error(), pw)
+			assert.Less(t, time.Since(start), time.Second, "a bad input is refused before anything is opened")
+		})
+	}
+	_, err := New(nil)
+	require.ErrorContains(t, err, "nil *sql.DB")
+	_, err = New(&sql.DB{}, WithTable("no good"))
+	require.ErrorContains(t, err, `table name "no good"`)
+}
+
+func TestOptionStrings(t *testing.T) {
+	assert.Equal(t, `mysqllease.WithTable("leases")`, WithTable("leases").String())
+	assert.Equal(t, "mysqllease.WithPollInterval(50ms)", WithPollInterval(50*time.Millisecond).String())
+	assert.Equal(t, "mysqllease.WithLeaseConns(3)", WithLeaseConns(3).String())
+}
+
+// TestDSNDefaults: the timeouts a DSN leaves unset get defaults; those it
+// sets, zero included, stay.
+func TestDSNDefaults(t *testing.T) {
+	cfg, err := parseDSN("u:p@tcp(h:3306)/db")
+	require.NoError(t, err)
+	assert.Equal(t, DefaultDialTimeout, cfg.Timeout)
+	assert.Equal(t, DefaultReadTimeout, cfg.ReadTimeout)
+	assert.Equal(t, DefaultWriteTimeout, cfg.WriteTimeout)
+
+	cfg, err = parseDSN("u:p?x/y@tcp(h:3306)/db?readTimeout=0&timeout=3s&parseTime=true")
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, cfg.Timeout)
+	assert.Zero(t, cfg.ReadTimeout, "readTimeout=0 turns the read timeout off")
+	assert.Equal(t, DefaultWriteTimeout, cfg.WriteTimeout)
+	assert.Equal(t, "p?x/y", cfg.Passwd)
+	assert.Equal(t, "p?x/y", passwordOf("u:p?x/y@tcp(h:3306)/db?readTimeout=0"))
+}
+
+// TestOpenUnreachable: a refused connection fails at once, naming the
+// address and not the password.
+func TestOpenUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nobody listens there now
+	start := time.Now()
+	_, err = Open(context.Background(), "app:s3cret-pw@tcp("+addr+")/app")
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Contains(t, err.Error(), "connect to app@tcp("+addr+")/app")
+	assert.Contains(t, err.Error(), "refused")
+	assert.NotContains(t, err.Error(), "s3cret-pw")
+}
+
+// silentServer accepts connections and never answers, like a host whose
+// database hung. It stops when t ends.
+func silentServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestOpenSilentServer: a server that never answers fails Open within the
+// DSN's readTimeout, or the context's deadline; it never hangs.
+func TestOpenSilentServer(t *testing.T) {
+	addr := silentServer(t)
+	start := time.Now()
+	_, err := Open(context.Background(), "app:s3cret-pw@tcp("+addr+")/app?readTimeout=300ms")
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 3*time.Second, "readTimeout bounds Open")
+	assert.Contains(t, err.Error(), "app@tcp("+addr+")/app")
+	assert.NotContains(t, err.Error(), "s3cret-pw")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, err = Open(ctx, "app:s3cret-pw@tcp("+addr+")/app")
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 3*time.Second, "the context bounds Open")
+}
+
+// serverDSN returns the test server's DSN with user, password or database
+// changed by edit.
+func serverDSN(t *testing.T, edit func(*mysql.Config)) string {
+	cfg, err := mysql.ParseDSN(testDSN(t))
+	require.NoError(t, err)
+	edit(cfg)
+	return cfg.FormatDSN()
+}
+
+func TestOpenWrongPassword(t *testing.T) {
+	var user string
+	dsn := serverDSN(t, func(c *mysql.Config) { user, c.Passwd = c.User, "wrong-pw-4711" })
+	_, err := Open(testCtx(t), dsn, WithTable(freshTable(t)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "check the user and password")
+	assert.Contains(t, err.Error(), user+"@tcp(")
+	assert.NotContains(t, err.Error(), "wrong-pw-4711")
+	assert.True(t, isMySQLError(err, errAccessDenied), "the driver's error is wrapped: %v", err)
+}
+
+func TestOpenUnknownDatabase(t *testing.T) {
+	dsn := serverDSN(t, func(c *mysql.Config) { c.DBName = "leaderaware_no_such_db" })
+	_, err := Open(testCtx(t), dsn, WithTable(freshTable(t)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/leaderaware_no_such_db: the database does not exist")
+}
+
+func TestNewWithoutDatabase(t *testing.T) {
+	db, err := sql.Open("mysql", serverDSN(t, func(c *mysql.Config) { c.DBName = "" }))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = New(db, WithTable(freshTable(t)))
+	require.ErrorContains(t, err, "no default database")
+}
+
+// TestOpenTableMissing: a version table without its lease table is
+// reported, not papered over with a new empty table.
+func TestOpenTableMissing(t *testing.T) {
+	s := openStore(t, "")
+	_, err := rawDB(t).ExecContext(testCtx(t), "DROP TABLE "+s.Table())
+	require.NoError(t, err)
+	_, err = Open(testCtx(t), testDSN(t), WithTable(s.opts.table))
+	require.ErrorIs(t, err, ErrTableMissing)
+	assert.Contains(t, err.Error(), "the lease table "+s.Table()+" is gone")
+	_, err = New(rawDB(t), WithTable(s.opts.table))
+	require.ErrorIs(t, err, ErrTableMissing)
+}
+
+func TestOpenNotALeaseTable(t *testing.T) {
+	table := freshTable(t)
+	_, err := rawDB(t).ExecContext(testCtx(t), "CREATE TABLE "+quote(table)+" (id INT PRIMARY KEY)")
+	require.NoError(t, err)
+	_, err = Open(testCtx(t), testDSN(t), WithTable(table))
+	require.ErrorContains(t, err, "exists but is not a mysqllease lease table")
+}
+
+func TestOpenSchemaTooNew(t *testing.T) {
+	s := openStore(t, "")
+	_, err := rawDB(t).ExecContext(testCtx(t), "UPDATE "+quote(s.opts.table+versionSuffix)+" SET version = 99")
+	require.NoError(t, err)
+	_, err = Open(testCtx(t), testDSN(t), WithTable(s.opts.table))
+	require.ErrorIs(t, err, ErrSchemaTooNew)
+	assert.Contains(t, err.Error(), "version 99")
+}
+
+// TestConcurrentOpen: replicas starting together on a fresh database all
+// open, and share one table.
+func TestConcurrentOpen(t *testing.T) {
+	table := freshTable(t)
+	const n = 8
+	stores := make([]*Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = Open(testCtx(t), testDSN(t), WithTable(table))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i], "Open %d", i)
+		t.Cleanup(func() { _ = stores[i].Close() })
+	}
+	l, err := stores[0].TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	got, err := stores[n-1].Get(testCtx(t), "job")
+	require.NoError(t, err)
+	assert.Equal(t, l.Token, got.Token)
+}
+
+// TestOpenDefaultTable: with no options the store uses DefaultTable.
+func TestOpenDefaultTable(t *testing.T) {
+	db := rawDB(t)
+	var exists int
+	require.NoError(t, db.QueryRowContext(testCtx(t), `SELECT COUNT(*) FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, DefaultTable).Scan(&exists))
+	if exists == 0 { // ours to remove
+		t.Cleanup(func() { dropTables(t, testDSN(t), DefaultTable) })
+	}
+	s, err := Open(testCtx(t), testDSN(t))
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, "`leaderaware_leases`", s.Table())
+}

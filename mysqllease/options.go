@@ -1,0 +1,117 @@
+package mysqllease
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	// DefaultTable is the lease table unless [WithTable] says otherwise. The
+	// schema version lives in DefaultTable + "_version".
+	DefaultTable = "leaderaware_leases"
+	// DefaultPollInterval is how often the release poller reads the watched
+	// leases unless [WithPollInterval] says otherwise.
+	DefaultPollInterval = 250 * time.Millisecond
+	// DefaultLeaseConns is how many connections carry lease traffic unless
+	// [WithLeaseConns] says otherwise.
+	DefaultLeaseConns = 2
+)
+
+// Limits of the options.
+const (
+	maxTableLen    = 64 - len(versionSuffix) // MySQL identifiers are at most 64 characters
+	minPoll        = time.Millisecond
+	maxLeaseConns  = 64
+	versionSuffix  = "_version"
+	tableNameChars = "ASCII letters, digits, _ and $"
+)
+
+// An Option configures [Open] and [New]. Options are values: they can be
+// kept, compared by their String and passed to many stores.
+type Option interface {
+	apply(*options)
+	// String describes the option the way it is written in Go.
+	String() string
+}
+
+type options struct {
+	table      string
+	poll       time.Duration
+	leaseConns int
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{table: DefaultTable, poll: DefaultPollInterval, leaseConns: DefaultLeaseConns}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if err := validTable(o.table); err != nil {
+		return o, err
+	}
+	if o.poll < minPoll || o.poll > maxPollInterval {
+		return o, fmt.Errorf("mysqllease: poll interval %v must be between %v and %v", o.poll, minPoll, maxPollInterval)
+	}
+	if o.leaseConns < 1 || o.leaseConns > maxLeaseConns {
+		return o, fmt.Errorf("mysqllease: lease connections %d must be between 1 and %d", o.leaseConns, maxLeaseConns)
+	}
+	return o, nil
+}
+
+// maxPollInterval is the longest poll interval: the elector's longest TTL.
+const maxPollInterval = 24 * time.Hour
+
+func validTable(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("mysqllease: table name is empty")
+	case len(name) > maxTableLen:
+		return fmt.Errorf("mysqllease: table name %q is %d bytes; at most %d are allowed", name, len(name), maxTableLen)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '$') {
+			return fmt.Errorf("mysqllease: table name %q has the character %q; use %s", name, r, tableNameChars)
+		}
+	}
+	return nil
+}
+
+type tableOption string
+
+func (o tableOption) apply(opts *options) { opts.table = string(o) }
+func (o tableOption) String() string      { return fmt.Sprintf("mysqllease.WithTable(%q)", string(o)) }
+
+// WithTable names the lease table (default [DefaultTable]) in the DSN's
+// database; its schema version lives in the table name + "_version". The
+// name is 1–56 ASCII letters, digits, _ or $. Stores that must not see each
+// other's leases, such as tests sharing one database, use different tables.
+func WithTable(table string) Option { return tableOption(table) }
+
+type pollOption time.Duration
+
+func (o pollOption) apply(opts *options) { opts.poll = time.Duration(o) }
+func (o pollOption) String() string {
+	return fmt.Sprintf("mysqllease.WithPollInterval(%v)", time.Duration(o))
+}
+
+// WithPollInterval sets how often the store's release poller reads the
+// leases that candidates watch (default [DefaultPollInterval]; 1ms to 24h).
+// A release by another process wakes the candidates of this one within
+// about one interval. See [Store.WatchRelease] for the cost.
+func WithPollInterval(d time.Duration) Option { return pollOption(d) }
+
+type leaseConnsOption int
+
+func (o leaseConnsOption) apply(opts *options) { opts.leaseConns = int(o) }
+func (o leaseConnsOption) String() string {
+	return fmt.Sprintf("mysqllease.WithLeaseConns(%d)", int(o))
+}
+
+// WithLeaseConns sets how many connections carry lease traffic (default
+// [DefaultLeaseConns]; 1 to 64): the size of the pool [Open] keeps for
+// leases, or how many connections [New] reserves from the caller's pool.
+// A lease operation waiting for a row lock (a renewal behind a fenced
+// write) holds one of them.
+func WithLeaseConns(n int) Option { return leaseConnsOption(n) }

@@ -1,0 +1,314 @@
+package mysqllease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+// Store is an [elector.Store] on one MySQL or MariaDB lease table. It keeps
+// no clock: leases are compare-and-set by token and version, and candidates
+// decide expiry on their own clocks (see the elector package). It also
+// implements [elector.ReleaseWatcher] and offers fenced writes
+// ([Store.Fenced]).
+//
+// A Store is safe for concurrent use. Close it when done.
+type Store struct {
+	leases *leasePool
+	jobs   *sql.DB // fenced writes; Open's own, or New's caller's
+	owns   bool    // Open made jobs, and Close closes it
+	opts   options
+
+	table, versionTable string // quoted
+	database            string // the DSN's database, for errors
+	target              string // user@net(addr)/db, for errors
+	secret              string // the password, masked in every error
+	mariaDB             bool   // the server is MariaDB (max_statement_time)
+
+	sqlRead, sqlInsert, sqlTake, sqlRenew, sqlRelease, sqlFence string
+
+	watch watcher
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+var _ interface {
+	elector.Store
+	elector.ReleaseWatcher
+} = (*Store)(nil)
+
+// nowMicros is the server's UTC clock in microseconds since the Unix epoch,
+// whatever the session time zone. Within one statement it is one instant,
+// the same as UTC_TIMESTAMP(6).
+const nowMicros = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+
+func (s *Store) prepareSQL() {
+	t := s.table
+	s.sqlRead = `SELECT holder, token, version, ttl_us, released, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', written_at)
+FROM ` + t + ` WHERE name = ?`
+	// A new row's token is the server's clock in microseconds, and a new
+	// term's token is at least that: tokens keep growing after the rows are
+	// deleted or the table truncated (see the package documentation).
+	s.sqlInsert = `INSERT INTO ` + t + ` (name, holder, token, version, ttl_us, released, written_at)
+VALUES (?, ?, ` + nowMicros + `, 1, ?, FALSE, UTC_TIMESTAMP(6))`
+	s.sqlTake = `UPDATE ` + t + ` SET holder = ?, token = GREATEST(token + 1, ` + nowMicros + `), version = version + 1,
+	ttl_us = ?, released = FALSE, written_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND (released OR (token = ? AND version = ?))`
+	s.sqlRenew = `UPDATE ` + t + ` SET version = version + 1, ttl_us = ?, written_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND token = ? AND holder = ? AND NOT released`
+	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = version + 1, written_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND token = ? AND holder = ? AND NOT released`
+	s.sqlFence = `SELECT token FROM ` + t + `
+WHERE name = ? AND token = ? AND holder = ? AND NOT released LOCK IN SHARE MODE`
+}
+
+// quote quotes a table name (validated: no backquotes) for SQL.
+func quote(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
+
+// DB returns the pool for the jobs' own queries and [Store.Fenced]: the one
+// [Open] made (Close closes it), or the one given to [New]. Lease traffic
+// never waits for its connections.
+func (s *Store) DB() *sql.DB { return s.jobs }
+
+// Table returns the quoted name of the lease table, ready to use in SQL.
+func (s *Store) Table() string { return s.table }
+
+// acquireAttempts bounds how often TryAcquire goes round when the lease
+// changes between its read and its write.
+const acquireAttempts = 5
+
+// TryAcquire implements [elector.Store]. It reads the lease first: a held
+// lease that is not observed is refused with a *[elector.HeldError] from
+// that plain SELECT, without locks or writes. Otherwise one transaction
+// takes the lease with an UPDATE that repeats the compare-and-set (or an
+// INSERT for a new name) and reads the new state back. Only the client's
+// COMMIT commits it, so a candidate that gave up while waiting for a row
+// lock never takes the lease later.
+func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
+	if err := s.check(ctx, name, ttl); err != nil {
+		return elector.Lease{}, err
+	}
+	if err := elector.ValidateHolder(holder); err != nil {
+		return elector.Lease{}, fmt.Errorf("mysqllease: %w", err)
+	}
+	var l elector.Lease
+	err := s.leases.do(ctx, func(q querier) (err error) {
+		l, err = s.acquire(ctx, q, name, holder, ttl, observed)
+		return err
+	})
+	var held *elector.HeldError
+	if err != nil && !errors.As(err, &held) {
+		return elector.Lease{}, s.opErr("acquire", name, err)
+	}
+	return l, err
+}
+
+func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
+	var lastErr error
+	for range acquireAttempts {
+		cur, released, err := s.read(ctx, q, name)
+		exists := err == nil
+		switch {
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return elector.Lease{}, err
+		case exists && !released && !cur.Is(observed):
+			return elector.Lease{}, &elector.HeldError{Lease: cur}
+		}
+		l, won, err := s.take(ctx, q, exists, name, holder, ttl, observed)
+		switch {
+		case won:
+			return l, nil
+		case isMySQLError(err, errDupEntry) || isMySQLError(err, errDeadlock):
+			lastErr = err // another candidate inserted the row first
+		case err != nil:
+			return elector.Lease{}, err
+		}
+		// The lease changed since the read: read it again.
+	}
+	err := fmt.Errorf("the lease changed between read and write %d times in a row", acquireAttempts)
+	if lastErr != nil {
+		err = fmt.Errorf("%w; last: %w", err, lastErr)
+	}
+	return elector.Lease{}, err
+}
+
+// take starts holder's term in one transaction if the lease is free or
+// still exactly observed, and reports whether it did.
+func (s *Store) take(ctx context.Context, q querier, exists bool, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, bool, error) {
+	tx, err := q.BeginTx(ctx, nil)
+	if err != nil {
+		return elector.Lease{}, false, err
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	if exists {
+		res, err := tx.ExecContext(ctx, s.sqlTake, holder, micros(ttl), name, observed.Token, observed.Version)
+		if n, err := affected(res, err); err != nil || n == 0 {
+			return elector.Lease{}, false, err
+		}
+	} else if _, err := tx.ExecContext(ctx, s.sqlInsert, name, holder, micros(ttl)); err != nil {
+		return elector.Lease{}, false, err
+	}
+	l, _, err := s.read(ctx, tx, name)
+	if err != nil {
+		return elector.Lease{}, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return elector.Lease{}, false, err
+	}
+	return l, true, nil
+}
+
+// Renew implements [elector.Store]. In one transaction, an UPDATE that
+// matches name, token and holder of an unreleased lease bumps the version
+// and records ttl, and the new state is read back; if no row matched, it
+// returns an error wrapping [elector.ErrLeaseLost] and nothing changes.
+func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
+	if err := s.check(ctx, l.Name, ttl); err != nil {
+		return elector.Lease{}, err
+	}
+	var r elector.Lease
+	err := s.leases.do(ctx, func(q querier) error {
+		tx, err := q.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		res, err := tx.ExecContext(ctx, s.sqlRenew, micros(ttl), l.Name, l.Token, l.Holder)
+		n, err := affected(res, err)
+		switch {
+		case err != nil:
+			return err
+		case n == 0:
+			return fmt.Errorf("mysqllease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
+		}
+		if r, _, err = s.read(ctx, tx, l.Name); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	if err != nil && !errors.Is(err, elector.ErrLeaseLost) {
+		return elector.Lease{}, s.opErr("renew", l.Name, err)
+	}
+	return r, err
+}
+
+// Release implements [elector.Store]. One UPDATE marks the lease released
+// and bumps its version (the row and its token stay) if l is still the
+// current, unreleased term; the watchers of this Store wake at once, those
+// of other Stores at their next poll. Otherwise it changes nothing and
+// returns nil.
+func (s *Store) Release(ctx context.Context, l elector.Lease) error {
+	if err := s.check(ctx, l.Name, time.Second); err != nil {
+		return err
+	}
+	var n int64
+	err := s.leases.do(ctx, func(q querier) (err error) {
+		n, err = affected(q.ExecContext(ctx, s.sqlRelease, l.Name, l.Token, l.Holder))
+		return err
+	})
+	if err != nil {
+		return s.opErr("release", l.Name, err)
+	}
+	if n > 0 {
+		s.watch.notify(l.Name)
+	}
+	return nil
+}
+
+// Get implements [elector.Store]: the unreleased lease of name, or an error
+// wrapping [elector.ErrNoLease].
+func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
+	if err := s.check(ctx, name, time.Second); err != nil {
+		return elector.Lease{}, err
+	}
+	var (
+		l        elector.Lease
+		released bool
+	)
+	err := s.leases.do(ctx, func(q querier) (err error) {
+		l, released, err = s.read(ctx, q, name)
+		return err
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && released:
+		return elector.Lease{}, fmt.Errorf("mysqllease: lease %q: %w", name, elector.ErrNoLease)
+	case err != nil:
+		return elector.Lease{}, s.opErr("get", name, err)
+	}
+	return l, nil
+}
+
+// read reads the row of name, released or not.
+func (s *Store) read(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, name string) (l elector.Lease, released bool, err error) {
+	var ttlUS uint64
+	var writtenUS int64
+	l.Name = name
+	err = q.QueryRowContext(ctx, s.sqlRead, name).Scan(&l.Holder, &l.Token, &l.Version, &ttlUS, &released, &writtenUS)
+	l.TTL, l.Written = fromMicros(ttlUS), time.UnixMicro(writtenUS)
+	return l, released, err
+}
+
+// check validates what every operation gets.
+func (s *Store) check(ctx context.Context, name string, ttl time.Duration) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := elector.ValidateName(name); err != nil {
+		return fmt.Errorf("mysqllease: %w", err)
+	}
+	if err := elector.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("mysqllease: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) opErr(op, name string, err error) error {
+	err = withoutSecret(err, s.secret)
+	if s.closed.Load() {
+		return fmt.Errorf("mysqllease: %s lease %q: %w (%v)", op, name, ErrClosed, err)
+	}
+	return fmt.Errorf("mysqllease: %s lease %q in %s on %s: %w", op, name, s.table, s.target, err)
+}
+
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// micros is d in whole microseconds, the resolution of ttl_us, rounded up
+// so that no TTL is stored shorter than given. It cannot overflow.
+func micros(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	us := d / time.Microsecond
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return uint64(us)
+}
+
+// fromMicros is us microseconds as a Duration, saturating at the longest
+// Duration instead of wrapping.
+func fromMicros(us uint64) time.Duration {
+	if us > math.MaxInt64/uint64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
+}

@@ -1,0 +1,110 @@
+package mysqllease
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/elector/electortest"
+)
+
+// TestStore runs the elector.Store conformance suite on Open's store, one
+// table for the run.
+func TestStore(t *testing.T) {
+	table := freshTable(t)
+	electortest.TestStore(t, func(t *testing.T) elector.Store {
+		return openStore(t, table)
+	})
+}
+
+// TestStoreNew runs the suite on New's store, which reserves its lease
+// connections from the caller's pool.
+func TestStoreNew(t *testing.T) {
+	table := freshTable(t)
+	db := rawDB(t)
+	electortest.TestStore(t, func(t *testing.T) elector.Store {
+		s, err := New(db, WithTable(table))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	})
+}
+
+// TestTokensIncreaseAfterTruncate: new tokens are floored at the server's
+// clock, so deleting the rows or truncating the table never lowers them.
+func TestTokensIncreaseAfterTruncate(t *testing.T) {
+	s := openStore(t, "")
+	db := rawDB(t)
+	ctx := testCtx(t)
+	name := "tokens"
+	var last uint64
+	for i, wipe := range []string{"", "TRUNCATE TABLE " + s.Table(), "DELETE FROM " + s.Table(), "TRUNCATE TABLE " + s.Table()} {
+		if wipe != "" {
+			_, err := db.ExecContext(ctx, wipe)
+			require.NoError(t, err)
+			_, err = s.Get(ctx, name)
+			require.ErrorIs(t, err, elector.ErrNoLease, "after %s", wipe)
+		}
+		l, err := s.TryAcquire(ctx, name, "a", time.Minute, elector.Lease{})
+		require.NoError(t, err, "round %d", i)
+		assert.Greater(t, l.Token, last, "token after %q", wipe)
+		last = l.Token
+		l, err = s.TryAcquire(ctx, name, "b", time.Minute, l) // a takeover
+		require.NoError(t, err)
+		assert.Greater(t, l.Token, last)
+		last = l.Token
+	}
+}
+
+// TestStoredTTLSaturates: a ttl_us too large for a Duration reads as the
+// longest Duration, not a wrapped one.
+func TestStoredTTLSaturates(t *testing.T) {
+	s := openStore(t, "")
+	ctx := testCtx(t)
+	l, err := s.TryAcquire(ctx, "huge", "a", elector.MaxTTL, elector.Lease{})
+	require.NoError(t, err)
+	assert.Equal(t, elector.MaxTTL, l.TTL)
+	_, err = rawDB(t).ExecContext(ctx, "UPDATE "+s.Table()+" SET ttl_us = 18446744073709551615 WHERE name = 'huge'")
+	require.NoError(t, err)
+	got, err := s.Get(ctx, "huge")
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(math.MaxInt64), got.TTL)
+}
+
+func TestMicros(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want uint64
+	}{
+		{time.Nanosecond, 1}, {time.Microsecond, 1}, {time.Microsecond + 1, 2},
+		{elector.MaxTTL, uint64(elector.MaxTTL / time.Microsecond)},
+		{math.MaxInt64, math.MaxInt64/1000 + 1},
+		{0, 0}, {-time.Second, 0},
+	} {
+		assert.Equal(t, c.want, micros(c.d), "micros(%v)", c.d)
+	}
+	assert.Equal(t, elector.MaxTTL, fromMicros(micros(elector.MaxTTL)))
+	assert.Equal(t, time.Duration(math.MaxInt64), fromMicros(math.MaxUint64))
+	assert.Equal(t, time.Duration(math.MaxInt64), fromMicros(math.MaxInt64/1000+1))
+	assert.Equal(t, time.Duration(math.MaxInt64/1000*1000), fromMicros(math.MaxInt64/1000))
+}
+
+func TestClosed(t *testing.T) {
+	s, err := Open(testCtx(t), testDSN(t), WithTable(freshTable(t)))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close is idempotent")
+	ctx := testCtx(t)
+	_, err = s.TryAcquire(ctx, "x", "a", time.Minute, elector.Lease{})
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = s.Get(ctx, "x")
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.ErrorIs(t, s.Release(ctx, elector.Lease{Name: "x", Token: 1}), ErrClosed)
+	ch, stop := s.WatchRelease("x")
+	stop()
+	assert.False(t, woken(ch, 10*time.Millisecond))
+}

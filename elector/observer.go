@@ -29,8 +29,8 @@ type Event struct {
 	Result   Result        // EventStoreOp, EventCampaign, EventFenced, EventJobStart, EventJobStop
 	Cause    Cause         // EventDemoted
 	Duration time.Duration // EventStoreOp, EventJobStart, EventJobStop: how long the call took
-	// Trust is, for EventElected and EventStoreOp renewals that succeeded,
-	// how long the term is now trusted for.
+	// Trust is, for a won EventCampaign and a successful renewal
+	// (EventStoreOp), how long the term is now trusted for.
 	Trust time.Duration
 	Err   error // the error, if Result is ResultError or Cause is not CauseResigned
 }
@@ -164,10 +164,10 @@ func ObserveFenced(ctx context.Context, err error) {
 	if r != ResultOK && r != ResultLost {
 		return
 	}
-	e := Event{Kind: EventFenced, Result: r}
-	if t, ok := TermFromContext(ctx); ok {
-		l := t.Lease()
-		e.Lease, e.Holder, e.Token = l.Name, l.Holder, l.Token
+	t, ok := TermFromContext(ctx)
+	if !ok {
+		return
 	}
-	o.Observe(e)
+	l := t.Lease()
+	o.Observe(Event{Kind: EventFenced, Lease: l.Name, Holder: l.Holder, Token: l.Token, Result: r})
 }

@@ -158,12 +158,12 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 		l, err := t.store.Renew(rctx, t.Lease(), t.ttl)
 		stopExpiry()
 		cancel()
-		t.elector.observeOp(OpRenew, t.token, start, clock.Now(), err)
 		select {
 		case <-t.done:
 			return // expired (or resigned) while the store had the call
 		default:
 		}
+		t.elector.observeOp(OpRenew, t.token, start, clock.Now(), err)
 		switch {
 		case err == nil:
 			t.mu.Lock()

@@ -1,13 +1,20 @@
 package clock
 
 import (
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// slept0 is the suspended time at process start.
-var slept0 = slept()
+var (
+	slept0 = slept() // the suspended time at process start
+	start  = time.Now()
+	// The last reading of slept, and when (time.Since(start)) it was taken:
+	// reading the clocks costs two system calls, so a reading serves for a
+	// millisecond of running time. A suspend shows at most that late.
+	sampled, sampledAt atomic.Int64
+)
 
 // slept returns how long the machine has been suspended since boot:
 // CLOCK_BOOTTIME counts suspend, CLOCK_MONOTONIC does not. It is rounded to
@@ -20,4 +27,13 @@ func slept() time.Duration {
 	return time.Duration(boot.Nano() - mono.Nano()).Round(time.Millisecond)
 }
 
-func sleptSinceStart() time.Duration { return slept() - slept0 }
+func sleptSinceStart() time.Duration {
+	now := int64(time.Since(start))
+	if at := sampledAt.Load(); at != 0 && now >= at && now-at < int64(time.Millisecond) {
+		return time.Duration(sampled.Load())
+	}
+	s := slept() - slept0
+	sampled.Store(int64(s))
+	sampledAt.Store(now)
+	return s
+}

@@ -34,3 +34,9 @@ func TestSleptIsSmallAndNonNegative(t *testing.T) {
 		t.Fatalf("suspended since start = %v", d)
 	}
 }
+
+func BenchmarkNow(b *testing.B) {
+	for b.Loop() {
+		Now()
+	}
+}

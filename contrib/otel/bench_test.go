@@ -1,0 +1,64 @@
+package leaderotel_test
+
+import (
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	leaderotel "github.com/leaderaware/leaderaware/contrib/otel"
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+// benchEvents is one of each event an elector and a decorated job report.
+func benchEvents() []elector.Event {
+	e := elector.Event{Lease: "price-refresh", Holder: holder, Token: 9, Result: elector.ResultOK, Duration: 3 * time.Millisecond}
+	var events []elector.Event
+	for _, k := range []elector.EventKind{elector.EventStoreOp, elector.EventCampaign, elector.EventElected, elector.EventDemoted,
+		elector.EventFenced, elector.EventJobStart, elector.EventJobStop} {
+		e.Kind, e.Op, e.Trust, e.Cause = k, 0, 0, 0
+		switch k {
+		case elector.EventStoreOp:
+			e.Op, e.Trust = elector.OpRenew, 2700*time.Millisecond
+		case elector.EventCampaign:
+			e.Trust = 2700 * time.Millisecond
+		case elector.EventDemoted:
+			e.Cause = elector.CauseResigned
+		}
+		events = append(events, e)
+	}
+	return events
+}
+
+// BenchmarkObserve records on the SDK's instruments (a manual reader, not
+// collected).
+func BenchmarkObserve(b *testing.B) {
+	newObserver := func(b *testing.B) *leaderotel.Observer {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { _ = mp.Shutdown(b.Context()) })
+		o, err := leaderotel.New(mp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return o
+	}
+	for _, e := range benchEvents() {
+		b.Run(e.Kind.String(), func(b *testing.B) {
+			o := newObserver(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				o.Observe(e)
+			}
+		})
+	}
+	b.Run("parallel", func(b *testing.B) {
+		o := newObserver(b)
+		e := benchEvents()[0]
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				o.Observe(e)
+			}
+		})
+	})
+}

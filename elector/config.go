@@ -26,11 +26,13 @@ const (
 // Config sets the timings and identity of a [LeaseElector]. The zero value is
 // valid: every zero field takes its default.
 //
-// Every store call the elector makes has a deadline: TryAcquire, Renew and
-// the Release of a term acquired too slowly are bounded by the trust window
-// (TTL − TTL/10), since a call that takes longer could not be trusted; a
-// holder whose renewals hang loses its term when the window closes, whether
-// or not the store returns. Release by [Term.Resign] is bounded by its ctx.
+// Every store call the elector makes has a deadline: TryAcquire and the
+// Release of a term acquired too slowly are bounded by the trust window
+// (TTL − TTL/10), since a call that takes longer could not be trusted; each
+// Renew attempt by RenewInterval, so that one stuck on a dead connection
+// leaves time to retry. A holder whose renewals hang loses its term when the
+// window closes, whether or not the store returns. Release by [Term.Resign]
+// is bounded by its ctx.
 type Config struct {
 	// TTL is how long a lease lives without renewal: a candidate takes the
 	// lease over after it has seen it unchanged for the holder's TTL, on its

@@ -521,3 +521,33 @@ func TestHangingRenewEndsTermOnTime(t *testing.T) {
 		require.NoError(t, term.Resign(t.Context()), "a later Resign frees the lease")
 	})
 }
+
+// stuckStore's Renew hangs until its context ends, the first stuck times,
+// as on a connection that died.
+type stuckStore struct {
+	countingStore
+	stuck atomic.Int64
+}
+
+func (s *stuckStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
+	if s.stuck.Add(-1) >= 0 {
+		<-ctx.Done()
+		return elector.Lease{}, ctx.Err()
+	}
+	return s.countingStore.Renew(ctx, l, ttl)
+}
+
+func TestStuckRenewalLeavesTimeToRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stuckStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		s.stuck.Store(1)
+		term := campaign(t, newElector(t, s, "a", fast))
+		time.Sleep(30 * time.Second)
+		select {
+		case <-term.Done():
+			t.Fatalf("one renewal stuck until its deadline ended the term: %v", term.Err())
+		default:
+		}
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}

@@ -147,17 +147,21 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 			return
 		}
 		start := clock.Now()
-		rctx, cancel := context.WithTimeout(ctx, trustUntil.Sub(start))
+		trustCtx, cancelTrust := context.WithTimeout(ctx, trustUntil.Sub(start))
 		// The trust window closes on time even if the store does not return
-		// when rctx ends.
-		stopExpiry := context.AfterFunc(rctx, func() {
+		// when trustCtx ends.
+		stopExpiry := context.AfterFunc(trustCtx, func() {
 			if ctx.Err() == nil {
 				t.end(ErrLeaseExpired)
 			}
 		})
+		// One attempt never takes the whole window: a call stuck on a dead
+		// connection leaves time to retry on another.
+		rctx, cancel := context.WithTimeout(trustCtx, t.renewEvery)
 		l, err := t.store.Renew(rctx, t.Lease(), t.ttl)
-		stopExpiry()
 		cancel()
+		stopExpiry()
+		cancelTrust()
 		select {
 		case <-t.done:
 			return // expired (or resigned) while the store had the call

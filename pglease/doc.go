@@ -11,44 +11,66 @@
 // [Open] (or [New], on a pool of yours) creates one table, by default
 // public.leaderaware_leases ([WithSchema], [WithTable]):
 //
-//	name text PRIMARY KEY, holder text, token bigint,
-//	expires_at, acquired_at, renewed_at timestamptz
+//	name text PRIMARY KEY, holder text, token bigint, version bigint,
+//	ttl_us bigint, released boolean, written_at timestamptz
 //
 // and a version record next to it (leaderaware_leases_version, see
 // [SchemaVersion]). Creation is idempotent and safe when many replicas start
 // at once on a fresh database: it runs in one transaction behind a
 // transaction-level advisory lock. When the table is already current, Open
 // only reads the version, so the runtime role needs no DDL privilege. A table
-// from a newer pglease is refused with [ErrSchemaTooNew].
+// from a newer pglease is refused with [ErrSchemaTooNew]; a lease table that
+// was dropped while its version record stayed is refused too.
 //
-// Rows are never deleted and a token only grows, so a token is never reused
-// (fencing depends on it).
+// Schema version 1 kept expiry timestamps. Migrating to version 2 keeps
+// every row's holder and token and leaves it held, with the TTL it was last
+// given: candidates take such a lease over after watching it for that TTL.
 //
 // # Time and statements
 //
-// Time is the server's: expiries are computed and compared with now() in SQL,
-// so clock skew between replicas does not matter. Each operation is one
-// autocommit statement; nothing lives in the session, and there are no
-// session-level advisory locks (they break behind poolers and when a pool
-// recycles a connection):
+// The store never compares timestamps, the server's or anyone's: a row
+// records its holder's TTL and a version that every write bumps, and a
+// candidate decides on its own clock that a lease ran out (see the elector
+// package). written_at is for display only. Each operation is one autocommit
+// statement; nothing lives in the session, and there are no session-level
+// advisory locks (they break behind poolers and when a pool recycles a
+// connection):
 //
-//   - TryAcquire reads the lease first. Candidates that find a live holder
-//     (the holder itself included) get an *[elector.HeldError] from that plain
-//     SELECT and take no row lock. A free or expired lease is taken by an
-//     INSERT ... ON CONFLICT DO UPDATE ... WHERE expires_at <= now().
-//   - Renew is one UPDATE that matches name, holder, token and an unexpired
-//     lease; otherwise it reports [elector.ErrLeaseLost].
-//   - Release sets expires_at to now() in the same statement that sends the
+//   - TryAcquire reads the lease and, in the same statement, takes it if it
+//     is free or still is the lease the candidate observed: an INSERT ... ON
+//     CONFLICT DO UPDATE ... WHERE released OR (token, version) match. A
+//     lease held and not observed is answered from the read, without a row
+//     lock. The new token is one more than the last and at least the
+//     server's clock in microseconds, so tokens keep growing even if the
+//     rows are deleted or the table truncated.
+//   - Renew is one UPDATE that matches name, holder, token and an unreleased
+//     lease and bumps the version; otherwise it reports
+//     [elector.ErrLeaseLost].
+//   - Release marks the lease released in the same statement that sends the
 //     NOTIFY.
-//   - A fenced write checks the lease against clock_timestamp(), the time of
-//     the check itself rather than of its transaction's start, and holds the
-//     row FOR SHARE until it commits (which also holds off the holder's own
-//     Renew: keep fenced transactions short).
+//   - A fenced write holds the row FOR SHARE until it commits, which holds
+//     off a takeover and the holder's own Renew: keep fenced transactions
+//     short.
 //
 // A statement that fails because the connection broke (the server restarted
 // or terminated the backend) is tried once more on a fresh connection when
 // running it twice is harmless; otherwise the error is returned, and the
 // elector retries.
+//
+// # Connections
+//
+// Lease operations run on a pool of two connections that only they use, so
+// job queries on [Store.Pool] cannot starve renewals. Every operation is
+// bounded by its context; a connection whose operation ran out of time is
+// closed and dropped, not handed to the next one. Connecting gives up after
+// the DSN's connect_timeout, 10 seconds if it sets none, and the health
+// check of a connection idle for a second or more after 2 seconds, unless the
+// DSN sets pool_ping_timeout.
+//
+// Connections opened by Open carry application_name "leaderaware" unless the
+// DSN or [WithApplicationName] says otherwise, so the store's backends are
+// easy to find in pg_stat_activity. Errors name the host, port, database and
+// user, never the password.
 //
 // # Release notifications
 //
@@ -68,15 +90,10 @@
 // [Store.Fenced] runs a function in a transaction that first locks the lease
 // row FOR SHARE, and only if the term in the context still holds the lease;
 // a stale leader gets [elector.ErrLeaseLost] and writes nothing. While the
-// transaction is open the lease cannot change hands. [Store.FencedLease]
-// takes the lease explicitly.
-//
-// # Connections and errors
-//
-// Connections opened by Open carry application_name "leaderaware" unless the
-// DSN or [WithApplicationName] says otherwise, so the store's backends are
-// easy to find in pg_stat_activity. Errors name the host, port, database and
-// user, never the password.
+// transaction is open the lease cannot change hands. A fenced write must
+// end by the close of the term's trust window, and the server ends the
+// transaction of a process frozen inside one, so that it cannot block a
+// takeover. [Store.FencedLease] takes the lease explicitly.
 //
 // # Tests
 //

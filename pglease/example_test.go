@@ -65,5 +65,5 @@ func ExampleNew() {
 		fmt.Println("no leader:", err)
 		return
 	}
-	fmt.Printf("%s leads with token %d until %v\n", l.Holder, l.Token, l.ExpiresAt)
+	fmt.Printf("%s leads with token %d, last renewed at %v\n", l.Holder, l.Token, l.Written)
 }

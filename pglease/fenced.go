@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,19 +23,32 @@ func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx pgx.
 	return s.FencedLease(ctx, l, fn)
 }
 
-// FencedLease runs fn in a transaction on the store's pool, fenced by l. The
-// transaction first locks the lease row FOR SHARE where name, holder and
-// token match l and the lease is live by the server's clock. If it is not,
-// FencedLease rolls back, runs nothing and returns an error wrapping
-// [elector.ErrLeaseLost]. Otherwise the row lock keeps the term current until
-// the transaction ends (a takeover is refused as held; a renewal and a
-// release of the lease wait for it), fn runs, and the transaction commits if
-// fn returns nil and the lease is still live right before the commit (if it
-// expired while fn ran, the transaction rolls back with an error wrapping
-// [elector.ErrLeaseLost]).
+// rollbackTimeout bounds the rollback of a fenced transaction that did not
+// commit; if it runs out, pgx closes the connection and the server rolls
+// back.
+const rollbackTimeout = 5 * time.Second
+
+// FencedLease runs fn in a transaction on the store's pool ([Store.Pool]),
+// fenced by l. The transaction first locks the lease row FOR SHARE where
+// name, holder and token match l and the lease is not released. If there is
+// no such row, FencedLease rolls back, runs nothing and returns an error
+// wrapping [elector.ErrLeaseLost]. Otherwise the row lock keeps the term
+// current until the transaction ends (a takeover, a renewal and a release of
+// the lease wait for it), fn runs, and the transaction commits if fn returns
+// nil.
 //
-// An error from fn rolls back and is returned as it is. Keep fn short: while
-// it runs, the holder's own renewals wait too.
+// The write may take as long as the holder still trusts its term: until
+// the start of the last acquire or renew of l's term through this Store
+// plus l's TTL minus the safety margin (a whole such window from now if
+// this Store did not write the term). fn's ctx ends then, and a commit
+// after that fails with an error wrapping [elector.ErrLeaseExpired]. The
+// server bounds each statement, and each wait for the client, by the same
+// time (statement_timeout, idle_in_transaction_session_timeout), so that a
+// process frozen inside fn cannot hold off a takeover: the server ends its
+// transaction. A term whose trust has run out gets ErrLeaseExpired and runs
+// nothing. Keep fn short: while it runs, the holder's own renewals wait too.
+//
+// An error from fn rolls back and is returned as it is.
 func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -42,33 +56,48 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 	if err := elector.ValidateName(l.Name); err != nil {
 		return err
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return s.opErr("fenced write for", l.Name, err)
+	if err := elector.ValidateTTL(l.TTL); err != nil {
+		return fmt.Errorf("pglease: fenced write for lease %q: pass the lease the store returned: %w", l.Name, err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var token int64
-	err = tx.QueryRow(ctx, s.sqlFence, l.Name, l.Holder, int64(l.Token)).Scan(&token)
+	term := fmt.Sprintf("pglease: fenced write for lease %q token %d of %q", l.Name, l.Token, l.Holder)
+	left := s.trustLeft(l)
+	if left <= 0 {
+		return fmt.Errorf("%s: %w", term, elector.ErrLeaseExpired)
+	}
+	ended := fmt.Errorf("%s: the term's trust window closed during the write: %w", term, elector.ErrLeaseExpired)
+	ctx, cancel := context.WithTimeoutCause(ctx, left, ended)
+	defer cancel()
+	// failed reports a failure of the transaction itself, not of fn.
+	failed := func(op string, err error) error {
+		if context.Cause(ctx) == ended {
+			return fmt.Errorf("%w (%s: %v)", ended, op, withoutSecrets(err, s.secrets...))
+		}
+		return s.opErr(op+" fenced write for", l.Name, err)
+	}
+	ms := millis(left)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
+		"BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms)})
+	if err != nil {
+		return failed("begin", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		_ = tx.Rollback(rctx)
+		cancel()
+	}()
+	var current bool
+	err = tx.QueryRow(ctx, s.sqlFence, l.Name, l.Holder, int64(l.Token)).Scan(&current)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("pglease: fenced write for lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", term, elector.ErrLeaseLost)
 	case err != nil:
-		return s.opErr("fenced write for", l.Name, err)
+		return failed("check", err)
 	}
 	if err := fn(ctx, tx); err != nil {
 		return err
 	}
-	// Nobody can have taken the lease (the row is locked), but it may have
-	// expired while fn ran: then the holder no longer trusts it either.
-	err = tx.QueryRow(ctx, s.sqlFenceRecheck, l.Name, l.Holder, int64(l.Token)).Scan(&token)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("pglease: fenced write for lease %q token %d of %q: the lease expired during the write: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
-	case err != nil:
-		return s.opErr("fenced write for", l.Name, err)
-	}
 	if err := tx.Commit(ctx); err != nil {
-		return s.opErr("commit fenced write for", l.Name, err)
+		return failed("commit", err)
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func (f fencedFixture) count(t *testing.T) int {
 // TestFencedCommitsWhenCurrent proves that the current term's write commits.
 func TestFencedCommitsWhenCurrent(t *testing.T) {
 	f := newFencedFixture(t)
-	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute)
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	var called bool
 	require.NoError(t, f.s.FencedLease(testCtx(t), l, f.write(l, &called)))
@@ -57,13 +57,12 @@ func TestFencedCommitsWhenCurrent(t *testing.T) {
 
 // TestFencedRefusedAfterTakeover proves that a stale leader's write is
 // refused with ErrLeaseLost, without running fn, once another holder took
-// the lease.
+// the lease over.
 func TestFencedRefusedAfterTakeover(t *testing.T) {
 	f := newFencedFixture(t)
-	old, err := f.s.TryAcquire(testCtx(t), "fenced", "a", 100*time.Millisecond)
+	old, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	waitExpired(t, f.s, "fenced")
-	_, err = f.s.TryAcquire(testCtx(t), "fenced", "b", time.Minute)
+	_, err = f.s.TryAcquire(testCtx(t), "fenced", "b", time.Minute, old)
 	require.NoError(t, err)
 	var called bool
 	err = f.s.FencedLease(testCtx(t), old, f.write(old, &called))
@@ -72,13 +71,13 @@ func TestFencedRefusedAfterTakeover(t *testing.T) {
 	assert.Equal(t, 0, f.count(t), "nothing may be written")
 }
 
-// TestFencedRefusedAfterExpiry proves that an expired term cannot write,
-// even when nobody took the lease.
-func TestFencedRefusedAfterExpiry(t *testing.T) {
+// TestFencedRefusedAfterRelease proves that a released term cannot write,
+// even when nobody took the lease since.
+func TestFencedRefusedAfterRelease(t *testing.T) {
 	f := newFencedFixture(t)
-	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", 100*time.Millisecond)
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	waitExpired(t, f.s, "fenced")
+	require.NoError(t, f.s.Release(testCtx(t), l))
 	var called bool
 	err = f.s.FencedLease(testCtx(t), l, f.write(l, &called))
 	require.ErrorIs(t, err, elector.ErrLeaseLost)
@@ -90,7 +89,7 @@ func TestFencedRefusedAfterExpiry(t *testing.T) {
 // and its writes are rolled back.
 func TestFencedFnErrorRollsBack(t *testing.T) {
 	f := newFencedFixture(t)
-	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute)
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	err = f.s.FencedLease(testCtx(t), l, func(ctx context.Context, tx pgx.Tx) error {
@@ -103,53 +102,58 @@ func TestFencedFnErrorRollsBack(t *testing.T) {
 }
 
 // TestFencedHoldsOffTakeover proves the fence: while a fenced write is open,
-// the lease cannot change hands, even if it expires meanwhile; a takeover is
-// refused at once as held (it never waits on the row, so a candidate that
-// gives up can never win later), and the write, having outlived its lease, is
-// rolled back. Afterwards the expired lease is free.
+// a takeover of the lease (the candidate watched it) waits, and the write
+// commits first; the takeover then succeeds with a larger token.
 func TestFencedHoldsOffTakeover(t *testing.T) {
 	f := newFencedFixture(t)
-	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", 300*time.Millisecond)
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	var takeover error
-	var took time.Duration
+	type result struct {
+		l   elector.Lease
+		err error
+	}
+	took := make(chan result, 1)
+	bctx := testCtx(t)
 	err = f.s.FencedLease(testCtx(t), l, func(ctx context.Context, tx pgx.Tx) error {
-		time.Sleep(400 * time.Millisecond) // the lease expires by the server's clock
-		start := time.Now()
-		_, takeover = f.s.TryAcquire(testCtx(t), "fenced", "b", time.Minute)
-		took = time.Since(start)
+		go func() {
+			b, err := f.s.TryAcquire(bctx, "fenced", "b", time.Minute, l)
+			took <- result{b, err}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		assert.Empty(t, took, "the takeover returned during the fenced write")
 		var called bool
 		return f.write(l, &called)(ctx, tx)
 	})
-	require.ErrorIs(t, takeover, elector.ErrHeld, "a takeover of a row in a fenced write is refused")
-	assert.Less(t, took, 5*time.Second, "the takeover must not wait for the fenced transaction")
-	require.ErrorIs(t, err, elector.ErrLeaseLost, "a write that outlived its lease is refused")
-	assert.Equal(t, 0, f.count(t), "nothing was written")
-	b, err := f.s.TryAcquire(testCtx(t), "fenced", "b", time.Minute)
-	require.NoError(t, err, "after the transaction the expired lease is free")
-	assert.Greater(t, b.Token, l.Token)
+	require.NoError(t, err, "the write of the current term commits")
+	assert.Equal(t, 1, f.count(t))
+	r := <-took
+	require.NoError(t, r.err, "after the write the takeover goes through")
+	assert.Greater(t, r.l.Token, l.Token)
 }
 
-// TestNoGhostAcquire: a candidate whose TryAcquire ended with an error never
-// holds the lease afterwards.
-func TestNoGhostAcquire(t *testing.T) {
+// TestHeldAnsweredDuringFencedWrite proves that a candidate that has not
+// watched the lease is told at once that it is held, even while a fenced
+// write holds the row, and that its TryAcquire never becomes a lease later.
+func TestHeldAnsweredDuringFencedWrite(t *testing.T) {
 	f := newFencedFixture(t)
-	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", 200*time.Millisecond)
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	err = f.s.FencedLease(testCtx(t), l, func(ctx context.Context, tx pgx.Tx) error {
-		time.Sleep(300 * time.Millisecond)
-		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err := f.s.TryAcquire(tctx, "fenced", "b", time.Minute)
-		require.Error(t, err)
+		_, err := f.s.TryAcquire(tctx, "fenced", "b", time.Minute, elector.Lease{})
+		var held *elector.HeldError
+		if assert.ErrorAs(t, err, &held) {
+			assert.Equal(t, l.Token, held.Lease.Token)
+			assert.Equal(t, l.Version, held.Lease.Version)
+		}
 		return nil
 	})
-	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	require.NoError(t, err)
 	got, err := f.s.Get(testCtx(t), "fenced")
-	if err == nil {
-		t.Fatalf("candidate b gave up, yet the lease is held by %q (token %d)", got.Holder, got.Token)
-	}
-	require.ErrorIs(t, err, elector.ErrNoLease)
+	require.NoError(t, err)
+	assert.Equal(t, "a", got.Holder)
+	assert.Equal(t, l.Version, got.Version)
 }
 
 // TestFencedTermFromContext proves that Fenced takes the term from the
@@ -177,4 +181,84 @@ func TestFencedTermFromContext(t *testing.T) {
 	require.ErrorIs(t, err, elector.ErrLeaseLost)
 	assert.False(t, called)
 	assert.Equal(t, 1, f.count(t))
+}
+
+// TestFrozenFencedWriteDoesNotBlockTakeover proves that a process frozen
+// inside a fenced write (it holds the row FOR SHARE and sends nothing) does
+// not hold off a takeover for the whole freeze: the server ends its
+// transaction when the term's trust window closes, the candidate's takeover
+// then goes through, and the frozen writer's commit fails.
+func TestFrozenFencedWriteDoesNotBlockTakeover(t *testing.T) {
+	f := newFencedFixture(t)
+	const ttl = time.Second
+	start := time.Now()
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", ttl, elector.Lease{})
+	require.NoError(t, err)
+	written, thaw := make(chan struct{}), make(chan struct{})
+	fenced := make(chan error, 1)
+	actx := testCtx(t)
+	go func() {
+		fenced <- f.s.FencedLease(actx, l, func(ctx context.Context, tx pgx.Tx) error {
+			var called bool
+			if err := f.write(l, &called)(ctx, tx); err != nil {
+				return err
+			}
+			close(written)
+			<-thaw // frozen: no statement, deaf to ctx
+			return nil
+		})
+	}()
+	select {
+	case <-written:
+	case err := <-fenced:
+		t.Fatalf("the fenced write ended before it froze: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
+	defer cancel()
+	b, err := f.s.TryAcquire(ctx, "fenced", "b", time.Minute, l)
+	took := time.Since(start)
+	close(thaw)
+	require.NoError(t, err, "the takeover must go through once the trust window of the frozen term closed")
+	t.Logf("takeover %v after the acquire", took)
+	assert.Less(t, took, ttl+time.Second, "the takeover waited for the frozen writer")
+	assert.Greater(t, b.Token, l.Token)
+	err = <-fenced
+	require.ErrorIs(t, err, elector.ErrLeaseExpired, "the frozen writer's commit must fail")
+	t.Log(err)
+	assert.Equal(t, 0, f.count(t), "nothing of the frozen write may commit")
+}
+
+// TestFencedTrustWindow proves how long a fenced transaction may live: the
+// rest of the trust window of the term's last acquire or renew through this
+// Store, a whole window for a term another Store wrote, and nothing once the
+// window has closed (the write is refused with ErrLeaseExpired and fn never
+// runs). A lease without a TTL is refused as bad input.
+func TestFencedTrustWindow(t *testing.T) {
+	f := newFencedFixture(t)
+	other := openStore(t, WithSchema(f.s.schema))
+	const ttl = 300 * time.Millisecond
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", ttl, elector.Lease{})
+	require.NoError(t, err)
+	window := ttl - elector.SafetyMargin(ttl)
+	assert.InDelta(t, window, f.s.trustLeft(l), float64(100*time.Millisecond))
+	assert.Equal(t, window, other.trustLeft(l), "a term this Store did not write gets a whole window")
+
+	time.Sleep(window)
+	var called bool
+	err = f.s.FencedLease(testCtx(t), l, f.write(l, &called))
+	require.ErrorIs(t, err, elector.ErrLeaseExpired)
+	assert.False(t, called, "fn must not run once the trust window closed")
+
+	r, err := f.s.Renew(testCtx(t), l, ttl)
+	require.NoError(t, err)
+	require.NoError(t, f.s.FencedLease(testCtx(t), l, f.write(l, &called)), "a renewal opens a new window for the term")
+	assert.True(t, called)
+	assert.Equal(t, 1, f.count(t))
+
+	noTTL := r
+	noTTL.TTL = 0
+	err = f.s.FencedLease(testCtx(t), noTTL, f.write(r, &called))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "TTL 0s")
 }

@@ -4,16 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/leaderaware/leaderaware/elector"
 )
 
 // envDSN names the environment variable with the test server's DSN.
@@ -27,6 +25,19 @@ func testDSN(t testing.TB) string {
 		t.Skipf("set %s=postgres://user@host:5432/db?sslmode=disable to run the PostgreSQL tests", envDSN)
 	}
 	return dsn
+}
+
+// dsnWith returns the test server's DSN with the setting key=value.
+func dsnWith(t testing.TB, key, value string) string {
+	t.Helper()
+	dsn := testDSN(t)
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " " + key + "=" + value
 }
 
 // testCtx is t's context with a bound, so that a hung server fails the test
@@ -106,18 +117,6 @@ func waitListening(t testing.TB, s *Store, n int64) {
 		l := s.listener
 		s.mu.Unlock()
 		return l != nil && l.sessions.Load() >= n
-	})
-}
-
-// waitExpired waits until name has no live holder in s.
-func waitExpired(t testing.TB, s *Store, name string) {
-	t.Helper()
-	waitFor(t, 10*time.Second, "lease "+name+" expiry", func() bool {
-		_, err := s.Get(testCtx(t), name)
-		if err != nil && !errors.Is(err, elector.ErrNoLease) {
-			t.Fatalf("Get(%q): %v", name, err)
-		}
-		return err != nil
 	})
 }
 

@@ -107,12 +107,8 @@ type listener struct {
 // startListener starts the listener goroutine; s.mu is held.
 func (s *Store) startListener() *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := s.pool.Config().ConnConfig
-	if s.opts.appName != "" {
-		cfg.RuntimeParams["application_name"] = s.opts.appName
-	}
 	l := &listener{
-		cfg:       cfg,
+		cfg:       s.leases.Config().ConnConfig,
 		channel:   s.channel,
 		log:       s.opts.logger,
 		secrets:   s.secrets,

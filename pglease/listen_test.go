@@ -22,7 +22,7 @@ func TestWatchReleaseLocal(t *testing.T) {
 	s := openStore(t, WithSchema(freshSchema(t)), WithoutListener())
 	ch, stop := s.WatchRelease("local")
 	defer stop()
-	l, err := s.TryAcquire(testCtx(t), "local", "a", time.Minute)
+	l, err := s.TryAcquire(testCtx(t), "local", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, s.Release(testCtx(t), l))
 	assert.True(t, woken(ch, wakeBound), "the release must wake the watcher")
@@ -51,11 +51,11 @@ func TestWatchReleaseAcrossStores(t *testing.T) {
 	waitListening(t, a, 1)
 	drain(ch)
 
-	other, err := b.TryAcquire(testCtx(t), "other", "x", time.Minute)
+	other, err := b.TryAcquire(testCtx(t), "other", "x", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, b.Release(testCtx(t), other))
 	assert.False(t, woken(ch, 200*time.Millisecond), "the release of another lease must not wake this watcher")
-	l, err := b.TryAcquire(testCtx(t), "watched", "x", time.Minute)
+	l, err := b.TryAcquire(testCtx(t), "watched", "x", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	start := time.Now()
 	require.NoError(t, b.Release(testCtx(t), l))
@@ -131,7 +131,7 @@ func TestCloseStopsListener(t *testing.T) {
 	}
 	require.NoError(t, s.Close(), "Close is idempotent")
 	stop()
-	_, err = s.TryAcquire(testCtx(t), "x", "a", time.Minute)
+	_, err = s.TryAcquire(testCtx(t), "x", "a", time.Minute, elector.Lease{})
 	assert.ErrorIs(t, err, ErrClosed)
 	_, err = s.Get(testCtx(t), "x")
 	assert.ErrorIs(t, err, ErrClosed)
@@ -154,7 +154,7 @@ func TestNewKeepsCallerPool(t *testing.T) {
 	stop()
 	require.NoError(t, s.Close())
 	require.NoError(t, owner.Pool().Ping(testCtx(t)), "Close must not close a pool given to New")
-	_, err = owner.TryAcquire(testCtx(t), "x", "a", time.Minute)
+	_, err = owner.TryAcquire(testCtx(t), "x", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 }
 
@@ -171,7 +171,7 @@ func TestListenerKeepAlive(t *testing.T) {
 	waitListening(t, a, 1)
 	drain(ch)
 	time.Sleep(200 * time.Millisecond) // several keepalive rounds
-	l, err := b.TryAcquire(testCtx(t), "idle", "x", time.Minute)
+	l, err := b.TryAcquire(testCtx(t), "idle", "x", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, b.Release(testCtx(t), l))
 	require.True(t, woken(ch, wakeBound), "a release after idle pings must wake the watcher")

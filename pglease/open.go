@@ -2,23 +2,46 @@ package pglease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// Connection settings of the pools and connections a Store makes.
+const (
+	// defaultConnectTimeout bounds each connection attempt (TCP, TLS and
+	// startup) when the DSN sets no connect_timeout: a server that accepts
+	// TCP and never answers must not hang Open or a lease operation.
+	defaultConnectTimeout = 10 * time.Second
+	// pingTimeout bounds the health check (a ping) that the pool runs on a
+	// connection idle for a second or more before handing it out, so that a
+	// dead connection is replaced within the call that found it.
+	pingTimeout = 2 * time.Second
+	// leaseConns is the size of the pool of lease operations. They are short
+	// and never share it with job queries (see [Store.Pool]).
+	leaseConns = 2
+)
+
 // Open connects to the PostgreSQL server that dsn names, a URL
 // ("postgres://user:pass@host:5432/db?sslmode=disable") or keyword/value
 // ("host=... dbname=...") string as pgx parses it, creates or migrates the
-// lease table (see [SchemaVersion]) and returns a Store on a pool of its
+// lease table (see [SchemaVersion]) and returns a Store on pools of its
 // own, which [Store.Close] closes.
 //
-// Connections get application_name [DefaultApplicationName] unless the DSN
-// or [WithApplicationName] sets one. Errors name the host, port, database
-// and user, and never contain the password.
+// The DSN must name a database (or PGDATABASE must): an empty DSN, such as
+// an unset environment variable, is an error, not a connection to a default
+// database where another leader may run. Each connection attempt gives up
+// after the DSN's connect_timeout, or after 10 seconds if it sets none (or
+// 0), even when ctx has no deadline. Connections get application_name
+// [DefaultApplicationName] unless the DSN or [WithApplicationName] sets one.
+// Errors name the host, port, database and user, and never contain the
+// password.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -28,12 +51,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	secrets := []string{cfg.ConnConfig.Password}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pglease: open %s: %w", target(&cfg.ConnConfig.Config), withoutSecrets(err, secrets...))
+		return nil, fmt.Errorf("pglease: open %s: %w", target(&cfg.ConnConfig.Config), withoutSecrets(err, cfg.ConnConfig.Password))
 	}
-	s, err := newStore(ctx, pool, true, o)
+	s, err := newStore(ctx, pool, true, leaseConfig(cfg), o)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -41,12 +63,22 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// parseDSN parses dsn into a pool configuration with the application name
-// set. Its errors never contain the password. It does not connect.
+// parseDSN parses dsn into a pool configuration with pglease's settings:
+// the application name, and the connect and ping timeouts unless the DSN
+// sets them. Its errors never contain the password. It does not connect.
 func parseDSN(dsn string, o options) (*pgxpool.Config, error) {
+	if strings.TrimSpace(dsn) == "" {
+		return nil, errors.New("pglease: parse DSN: the DSN is empty (an unset environment variable?); " +
+			"give the server and database, e.g. postgres://user@host:5432/dbname")
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, parseError(dsn, err)
+	}
+	if cfg.ConnConfig.Database == "" {
+		return nil, fmt.Errorf("pglease: parse DSN: it names no database (%s); add one, e.g. postgres://user@host:5432/dbname, "+
+			"rather than let the server pick a default where another leader may run",
+			scrub(target(&cfg.ConnConfig.Config), []string{cfg.ConnConfig.Password}))
 	}
 	params := cfg.ConnConfig.RuntimeParams
 	if o.appName != "" {
@@ -54,12 +86,47 @@ func parseDSN(dsn string, o options) (*pgxpool.Config, error) {
 	} else if params["application_name"] == "" {
 		params["application_name"] = DefaultApplicationName
 	}
+	withTimeouts(cfg)
 	return cfg, nil
 }
 
+// withTimeouts sets the connect and ping timeouts of cfg where it has none,
+// and makes the pool drop a broken connection at once.
+func withTimeouts(cfg *pgxpool.Config) {
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = pingTimeout
+	}
+	beforeClose := cfg.BeforeClose
+	cfg.BeforeClose = func(c *pgx.Conn) {
+		if beforeClose != nil {
+			beforeClose(c)
+		}
+		// pgx closes a connection it gave up on (a context ended mid-read)
+		// in the background, reading until the server hangs up, for up to
+		// 15s, and the pool counts it until then. A dead network never hangs
+		// up: close the socket now.
+		if c.IsClosed() {
+			_ = c.PgConn().Conn().Close()
+		}
+	}
+}
+
+// leaseConfig returns the configuration of the lease pool: cfg's, with
+// leaseConns connections at most and none kept open for their own sake.
+func leaseConfig(cfg *pgxpool.Config) *pgxpool.Config {
+	lc := cfg.Copy()
+	lc.MaxConns, lc.MinConns, lc.MinIdleConns = leaseConns, 0, 0
+	return lc
+}
+
 // New returns a Store on pool, which the caller keeps: [Store.Close] does
-// not close it. It creates or migrates the lease table like [Open]. The
-// listener opens its own connection with the pool's connection settings.
+// not close it. The pool serves [Store.Pool] and fenced writes; lease
+// operations run on a small pool of the Store's own, with pool's connection
+// settings, and the listener on a connection of its own. pool must name a
+// database. New creates or migrates the lease table like [Open].
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pglease: New: nil pool")
@@ -68,11 +135,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
-	return newStore(ctx, pool, false, o)
+	cfg := leaseConfig(pool.Config())
+	if cfg.ConnConfig.Database == "" {
+		return nil, fmt.Errorf("pglease: New: the pool names no database (%s); "+
+			"give it one rather than let the server pick a default where another leader may run", target(&cfg.ConnConfig.Config))
+	}
+	if o.appName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = o.appName
+	}
+	withTimeouts(cfg)
+	return newStore(ctx, pool, false, cfg, o)
 }
 
-func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, o options) (*Store, error) {
-	cc := pool.Config().ConnConfig
+// newStore opens the lease pool with leaseCfg and readies the lease table.
+func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxpool.Config, o options) (*Store, error) {
+	cc := leaseCfg.ConnConfig
 	s := &Store{
 		pool:         pool,
 		ownsPool:     owns,
@@ -84,14 +161,22 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, o options) (*S
 		target:       target(&cc.Config),
 		secrets:      []string{cc.Password},
 		watchers:     make(map[string]map[chan struct{}]struct{}),
+		stamps:       make(map[string]stamp),
 
 		listenKeepAlive: listenKeepAlive,
 	}
 	s.prepareSQL()
-	if err := pool.Ping(ctx); err != nil {
+	leases, err := pgxpool.NewWithConfig(ctx, leaseCfg)
+	if err != nil {
+		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
+	}
+	s.leases = leases
+	if err := leases.Ping(ctx); err != nil {
+		leases.Close()
 		return nil, fmt.Errorf("pglease: connect to %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
 	if err := s.ensureSchema(ctx); err != nil {
+		leases.Close()
 		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
 	return s, nil
@@ -110,8 +195,8 @@ func channelName(schema, table string) string {
 	return "leaderaware:" + strconv.FormatUint(h.Sum64(), 16)
 }
 
-// Close stops the listener and waits for it, then closes the pool if [Open]
-// made it. Operations after Close return [ErrClosed]. Close is idempotent
+// Close stops the listener and waits for it, then closes the lease pool,
+// and the pool of [Store.Pool] if [Open] made it. Operations after Close return [ErrClosed]. Close is idempotent
 // and always returns nil; it is an error so that Store fits io.Closer.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
@@ -122,6 +207,7 @@ func (s *Store) Close() error {
 		if l != nil {
 			l.stop()
 		}
+		s.leases.Close()
 		if s.ownsPool {
 			s.pool.Close()
 		}

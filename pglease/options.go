@@ -107,8 +107,9 @@ func (o appNameOption) String() string {
 
 // WithApplicationName sets the application_name of the connections that
 // [Open] makes, overriding the DSN's (default: the DSN's, or
-// [DefaultApplicationName]). With [New] it applies only to the listener's
-// own connection; the caller's pool keeps its settings.
+// [DefaultApplicationName]). With [New] it applies only to the connections
+// the Store makes itself (for lease operations and the listener); the
+// caller's pool keeps its settings.
 func WithApplicationName(name string) Option { return appNameOption(name) }
 
 type noListenerOption struct{}

@@ -13,7 +13,7 @@ import (
 // SchemaVersion is the version of the lease table layout that this pglease
 // creates and understands. [Open] migrates older tables up to it and refuses
 // newer ones with [ErrSchemaTooNew].
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[v-1] takes the tables from version v-1 to version v. Each runs
 // in the schema transaction, after the advisory lock; %[1]s is the lease
@@ -28,6 +28,28 @@ var migrations = []string{
 		acquired_at timestamptz NOT NULL,
 		renewed_at  timestamptz NOT NULL
 	)`,
+	// 2: the lease model of elapsed time. The store keeps no expiry: it
+	// records each holder's TTL and a version that grows with every write,
+	// and candidates measure leases on their own clocks. Existing rows stay
+	// held (no clock decides which had run out): candidates take them over
+	// after watching them for their TTL, as they would a lease whose holder
+	// died.
+	`ALTER TABLE %[1]s
+		ADD COLUMN version    bigint      NOT NULL DEFAULT 1 CHECK (version > 0),
+		ADD COLUMN ttl_us     bigint,
+		ADD COLUMN released   boolean     NOT NULL DEFAULT false,
+		ADD COLUMN written_at timestamptz;
+	UPDATE %[1]s SET written_at = renewed_at,
+		ttl_us = GREATEST(ceil(extract(epoch FROM expires_at - renewed_at) * 1000000), 1);
+	ALTER TABLE %[1]s
+		ALTER COLUMN version DROP DEFAULT,
+		ALTER COLUMN released DROP DEFAULT,
+		ALTER COLUMN ttl_us SET NOT NULL,
+		ALTER COLUMN written_at SET NOT NULL,
+		ADD CHECK (ttl_us > 0),
+		DROP COLUMN expires_at,
+		DROP COLUMN acquired_at,
+		DROP COLUMN renewed_at`,
 }
 
 // schemaLockKey is the transaction-level advisory lock that serializes the
@@ -50,16 +72,18 @@ const (
 // transaction, so that replicas starting together on a fresh database neither
 // fail nor see a half-made table.
 func (s *Store) ensureSchema(ctx context.Context) error {
-	v, err := s.schemaVersion(ctx, s.pool)
+	cur, hasLeases, err := s.schemaState(ctx, s.leases)
 	switch {
-	case err == nil && v == SchemaVersion:
+	case err == nil && cur > SchemaVersion:
+		return s.tooNew(cur)
+	case err == nil && cur > 0 && !hasLeases:
+		return s.leasesMissing(cur)
+	case err == nil && cur == SchemaVersion:
 		return nil
-	case err == nil && v > SchemaVersion:
-		return s.tooNew(v)
-	case err != nil && !isMissingTable(err) && !errors.Is(err, pgx.ErrNoRows):
+	case err != nil && !isMissingTable(err):
 		return fmt.Errorf("read schema version of %s: %w", s.versionTable, err)
 	}
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.leases.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -82,22 +106,28 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	)`, s.versionTable)); err != nil {
 		return fmt.Errorf("create %s: %w", s.versionTable, err)
 	}
-	v, err = s.schemaVersion(ctx, tx)
-	if errors.Is(err, pgx.ErrNoRows) {
-		v, err = 0, nil
-	}
+	recorded, hasLeases, err := s.schemaState(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("read schema version of %s: %w", s.versionTable, err)
 	}
-	if v > SchemaVersion {
-		return s.tooNew(v)
+	if recorded > SchemaVersion {
+		return s.tooNew(recorded)
+	}
+	if recorded > 0 && !hasLeases {
+		return s.leasesMissing(recorded)
+	}
+	v := recorded
+	if v == 0 && hasLeases { // the version record was lost: read the layout
+		if v, err = s.layoutVersion(ctx, tx); err != nil {
+			return fmt.Errorf("read the layout of %s: %w", s.table, err)
+		}
 	}
 	for next := v + 1; next <= SchemaVersion; next++ {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(migrations[next-1], s.table)); err != nil {
 			return fmt.Errorf("migrate %s to schema version %d: %w", s.table, next, err)
 		}
 	}
-	if v < SchemaVersion {
+	if recorded < SchemaVersion {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (version) VALUES ($1)
 			ON CONFLICT (singleton) DO UPDATE SET version = excluded.version`, s.versionTable), SchemaVersion); err != nil {
 			return fmt.Errorf("record schema version %d in %s: %w", SchemaVersion, s.versionTable, err)
@@ -110,15 +140,40 @@ type queryRower interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func (s *Store) schemaVersion(ctx context.Context, q queryRower) (int, error) {
-	var v int
-	err := q.QueryRow(ctx, `SELECT version FROM `+s.versionTable).Scan(&v)
-	return v, err
+// schemaState returns the schema version recorded in the version table (0
+// if it has no record) and whether the lease table exists.
+func (s *Store) schemaState(ctx context.Context, q queryRower) (version int, leases bool, err error) {
+	var v *int
+	err = q.QueryRow(ctx, `SELECT (SELECT version FROM `+s.versionTable+`), to_regclass($1) IS NOT NULL`, s.table).Scan(&v, &leases)
+	if v != nil {
+		version = *v
+	}
+	return version, leases, err
+}
+
+// layoutVersion returns the schema version of the existing lease table by
+// its columns: only version 2 and later have "version".
+func (s *Store) layoutVersion(ctx context.Context, q queryRower) (int, error) {
+	var v2 bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'version' AND NOT attisdropped)`, s.table).Scan(&v2)
+	if v2 {
+		return 2, err
+	}
+	return 1, err
 }
 
 func (s *Store) tooNew(v int) error {
 	return fmt.Errorf("%w: %s records version %d, this pglease knows up to %d; upgrade leaderaware",
 		ErrSchemaTooNew, s.versionTable, v, SchemaVersion)
+}
+
+// leasesMissing reports a lease table that is gone while its version record
+// stays. Open refuses it rather than return a Store whose every operation
+// fails.
+func (s *Store) leasesMissing(v int) error {
+	return fmt.Errorf("lease table %s is missing, yet %s records schema version %d: the table was dropped; "+
+		"restore it, or drop %s too so that Open creates both afresh", s.table, s.versionTable, v, s.versionTable)
 }
 
 func isMissingTable(err error) bool {

@@ -2,6 +2,7 @@ package pglease
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // TestOpenConcurrentFreshSchema proves that replicas starting together on a
@@ -50,7 +53,7 @@ func TestOpenConcurrentFreshSchema(t *testing.T) {
 func TestOpenExistingSchema(t *testing.T) {
 	schema := freshSchema(t)
 	s1 := openStore(t, WithSchema(schema), WithTable("leases"))
-	l, err := s1.TryAcquire(testCtx(t), "kept", "a", time.Minute)
+	l, err := s1.TryAcquire(testCtx(t), "kept", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	s2 := openStore(t, WithSchema(schema), WithTable("leases"))
 	got, err := s2.Get(testCtx(t), "kept")
@@ -92,7 +95,70 @@ func TestOpenEmptyVersionRecord(t *testing.T) {
 	_, err := rawConn(t).Exec(testCtx(t), "DELETE FROM "+vt)
 	require.NoError(t, err)
 	s = openStore(t, WithSchema(schema))
-	v, err := s.schemaVersion(context.Background(), s.pool)
+	v, _, err := s.schemaState(context.Background(), s.leases)
 	require.NoError(t, err)
 	assert.Equal(t, SchemaVersion, v)
+}
+
+// TestOpenRefusesMissingLeaseTable proves that Open refuses, with an error
+// that says so, a lease table that was dropped while its version record
+// stayed (before, Open succeeded and every operation failed forever).
+func TestOpenRefusesMissingLeaseTable(t *testing.T) {
+	schema := freshSchema(t)
+	s := openStore(t, WithSchema(schema))
+	require.NoError(t, s.Close())
+	_, err := rawConn(t).Exec(testCtx(t), "DROP TABLE "+s.Table())
+	require.NoError(t, err)
+	_, err = Open(testCtx(t), testDSN(t), WithSchema(schema))
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), s.Table())
+	assert.Contains(t, err.Error(), "missing")
+}
+
+// TestMigrateFromVersion1 proves the migration of a table that a pglease of
+// schema version 1 made: its rows keep their holder and token, become
+// version 1 with the TTL they were last given, and stay held (no clock
+// decides that they ran out), so a candidate takes one over only with the
+// lease it observed.
+func TestMigrateFromVersion1(t *testing.T) {
+	schema := freshSchema(t)
+	conn := rawConn(t)
+	table := pgx.Identifier{schema, DefaultTable}.Sanitize()
+	vt := pgx.Identifier{schema, DefaultTable + versionSuffix}.Sanitize()
+	for _, sql := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + vt + " (singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), version integer NOT NULL)",
+		"INSERT INTO " + vt + " (version) VALUES (1)",
+		fmt.Sprintf(migrations[0], table),
+		"INSERT INTO " + table + ` VALUES
+			('live', 'a', 7, now() + interval '15 s', now() - interval '1 h', now()),
+			('gone', 'b', 3, now() - interval '1 h', now() - interval '2 h', now() - interval '1 h 15 s')`,
+	} {
+		_, err := conn.Exec(testCtx(t), sql)
+		require.NoError(t, err, sql)
+	}
+	s := openStore(t, WithSchema(schema))
+	var v int
+	require.NoError(t, conn.QueryRow(testCtx(t), "SELECT version FROM "+vt).Scan(&v))
+	assert.Equal(t, SchemaVersion, v)
+
+	for _, want := range []elector.Lease{
+		{Name: "live", Holder: "a", Token: 7, Version: 1, TTL: 15 * time.Second},
+		{Name: "gone", Holder: "b", Token: 3, Version: 1, TTL: 15 * time.Second},
+	} {
+		got, err := s.Get(testCtx(t), want.Name)
+		require.NoError(t, err, "a migrated lease stays held")
+		assert.Equal(t, want.Holder, got.Holder)
+		assert.Equal(t, want.Token, got.Token)
+		assert.Equal(t, want.Version, got.Version)
+		assert.Equal(t, want.TTL, got.TTL)
+		assert.False(t, got.Written.IsZero())
+
+		_, err = s.TryAcquire(testCtx(t), want.Name, "c", time.Minute, elector.Lease{})
+		require.ErrorIs(t, err, elector.ErrHeld)
+		l, err := s.TryAcquire(testCtx(t), want.Name, "c", time.Minute, got)
+		require.NoError(t, err, "a candidate that watched the migrated lease takes it over")
+		assert.Greater(t, l.Token, want.Token)
+	}
 }

@@ -1,0 +1,85 @@
+// Package etcdlease is an [elector.Store] on etcd, for replicas on many
+// hosts. It is built on go.etcd.io/etcd/client/v3 and lives in a Go module
+// of its own, so that only programs that use it download the etcd client.
+//
+//	store, err := etcdlease.Open(ctx, []string{"etcd-1:2379", "etcd-2:2379", "etcd-3:2379"})
+//	...
+//	defer store.Close()
+//	e, err := elector.New(store, "price-refresh", elector.Config{})
+//
+// In an fx application, add fxmodule.WithStore(store) next to
+// fxmodule.Module.
+//
+// # Keys and values
+//
+// Each lease is one key: the prefix ([DefaultPrefix], [WithPrefix]) and the
+// lease name. Its value is JSON, readable with etcdctl:
+//
+//	$ etcdctl get --prefix leaderaware/leases/
+//	leaderaware/leases/price-refresh
+//	{"released":false,"token":7310,"holder":"web-1-4242-9f1c2e3a","ttl":"15s","written":"2026-11-30T05:03:39.12Z"}
+//
+// written is the writer's wall clock, for display only: no replica compares
+// it with anything.
+//
+// # Tokens and versions
+//
+// The store keeps no clock and no counter of its own; etcd's revision is
+// both. A lease's Version is its key's ModRevision, which every write
+// raises. A term's Token is the revision of the write that started it; as
+// etcd assigns a revision only as it commits the write, that write stores
+// "token":0, and every later write of the term (renewal, release) stores
+// the token itself. etcd's revision never goes back, compactions and
+// deleted keys included, so tokens grow and are never reused even when an
+// operator deletes lease keys. One exception: restoring an etcd backup
+// takes the revision back to the backup's. Restore with
+// `etcdutl snapshot restore --bump-revision N --mark-compacted`, N above
+// the revisions written since the backup (a generous 1000000000 costs
+// nothing), and tokens keep growing.
+//
+// # Transactions
+//
+// Get is one linearizable read. Every write is a compare-and-set in one
+// etcd transaction whose Else branch reads the key, so each operation is
+// atomic and linearizable as etcd is. Nothing depends on etcd leases or
+// sessions, so an expired session or auth token cannot strand a holder
+// (as it can in concurrency.Election, etcd issues #17623 and #19597):
+//
+//   - TryAcquire puts the new term if the key is still exactly the observed
+//     lease (the same ModRevision, and the same term in the value), or is
+//     absent, or is released; otherwise it returns the lease the
+//     transaction read, in an *[elector.HeldError].
+//   - Renew, Release and fenced operations commit if the key still holds
+//     the term, unreleased: the value's leading bytes name its token and
+//     holder; on the write that started the term, the ModRevision is the
+//     token.
+//
+// The first compare is what the caller's lease makes likely. When it fails
+// but the key the transaction read still allows the operation (a lease
+// released or deleted rather than absent, a term renewed since the caller's
+// lease), the operation compares that exact state (its ModRevision) in one
+// more transaction. Every call has a deadline: its ctx's, or the operation
+// timeout ([DefaultOpTimeout], [WithOpTimeout]).
+//
+// # Release notifications
+//
+// *Store implements [elector.ReleaseWatcher]: the first [Store.WatchRelease]
+// starts one etcd watch on the prefix per Store, which wakes the waiting
+// candidates of a lease when its key is written released or deleted, so a
+// handoff between hosts takes milliseconds instead of a RetryInterval. The
+// watch is restarted with backoff if it fails, and stopped by
+// [Store.Close]. Polling stays the correctness path.
+//
+// # Fenced operations
+//
+// [Store.Fenced] commits etcd operations in the transaction that checks the
+// term, taking the term from the context as the decorator gives it to jobs;
+// [Store.FencedLease] takes the lease explicitly. A stale leader gets an
+// error matching [elector.ErrLeaseLost] and commits nothing.
+//
+// # Tests
+//
+// The tests run an etcd member embedded in the test process
+// (go.etcd.io/etcd/server/v3/embed) on free loopback ports, with its data in
+// a temporary directory; they need no network and no etcd binary.
+package etcdlease

@@ -23,9 +23,6 @@ func (c Chain) Append(mws ...Middleware) Chain {
 	return Chain{mws: appendNonNil(out, mws)}
 }
 
-// Len returns the number of middleware in c.
-func (c Chain) Len() int { return len(c.mws) }
-
 // Then returns j wrapped in c's middleware. The first middleware is the
 // outermost: for NewChain(a, b).Then(j), a call goes a → b → j. An empty
 // chain returns j itself. Then builds the wrappers once; calls through the

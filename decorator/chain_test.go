@@ -88,7 +88,7 @@ func TestDepth(t *testing.T) {
 	e := &fakeElector{}
 	require.Equal(t, 1, decorator.Depth(decorator.Decorate[decorator.Job](plain, e)))
 	require.Equal(t, 4, decorator.Depth(decorator.Decorate[decorator.Job](plain, e,
-		decorator.WithMiddleware(decorator.Recover(), decorator.Timeout(0, 0)),
+		decorator.WithMiddleware(decorator.Recover(), decorator.Log(discard)),
 		decorator.WithMiddleware(decorator.Log(discard)))))
 	// A middleware without Unwrap ends the count.
 	opaque := func(next decorator.Job) decorator.Job { return struct{ decorator.Job }{next} }

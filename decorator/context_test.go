@@ -38,10 +38,12 @@ func TestContexts(t *testing.T) {
 		store := newCountingStore()
 		proceed := make(chan struct{})
 		var startSeen, stopSeen, electedSeen, demotedSeen box[ctxSeen]
+		var startCtx box[context.Context]
 		job := &fakeJob{
 			startFn: func(ctx context.Context) error {
 				<-proceed // the decorated Start's ctx is cancelled meanwhile
 				startSeen.set(see(ctx, "start"))
+				startCtx.set(ctx)
 				return nil
 			},
 			stopFn: func(ctx context.Context) error {
@@ -56,8 +58,8 @@ func TestContexts(t *testing.T) {
 				OnDemoted: func(ctx context.Context, _ elector.Term, _ error) { demotedSeen.set(see(ctx, "start")) },
 			}))
 
-		startCtx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey("start"), "s"))
-		require.NoError(t, d.Start(startCtx))
+		outerCtx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey("start"), "s"))
+		require.NoError(t, d.Start(outerCtx))
 		synctest.Wait()
 		cancel()
 		close(proceed)
@@ -66,6 +68,7 @@ func TestContexts(t *testing.T) {
 			"inner Start: values of the Start ctx, not its cancellation, the term, the start timeout")
 		require.Equal(t, ctxSeen{value: "s", token: 1}, electedSeen.get(), "OnElected ctx")
 		require.True(t, job.running(), "the job keeps running after the Start ctx is cancelled")
+		require.ErrorIs(t, startCtx.get().Err(), context.Canceled, "the inner Start's ctx ends when it returns")
 
 		stopCtx, stopCancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey("stop"), "x"), time.Minute)
 		defer stopCancel()

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/decoratable"
 )
 
 // Decorate returns j as a leader job: a job of the same type J whose Start
@@ -25,20 +25,28 @@ import (
 //
 // J must be an interface type whose methods a decorated job has (Start,
 // Stop, Unwrap() Job, String() string), such as [Job], or any interface with
-// only Start and Stop; otherwise Decorate panics with the reason
-// [CanDecorate] returns. A nil j or e, or a bad option value, does not panic:
-// the returned job's Start returns an error naming it.
+// only Start and Stop; otherwise Decorate panics, saying why. A nil j or e,
+// or a bad option value, does not panic: the returned job's Start returns an
+// error naming it. A j or e that is a nil pointer in a non-nil interface is
+// not detected: the first call on it panics, and the panic is recovered and
+// reported like any other (see [Hooks]).
 func Decorate[J Job](j J, e elector.Elector, opts ...Option) J {
-	if err := CanDecorate[J](); err != nil {
+	if err := decoratable.Check[J](); err != nil {
 		panic(err)
 	}
 	return any(newDecorated(j, e, opts)).(J)
 }
 
+// The methods of a decorated job are those that decoratable.Check allows J to have.
+var _ interface {
+	Job
+	Unwrap() Job
+	fmt.Stringer
+} = (*decorated)(nil)
+
 // newDecorated builds the immutable part of a decorated job.
 func newDecorated(j Job, e elector.Elector, opts []Option) *decorated {
 	cfg := newConfig(opts)
-	errs := cfg.errs
 	d := &decorated{
 		jobName:      fmt.Sprintf("%T", j),
 		elector:      e,
@@ -49,36 +57,17 @@ func newDecorated(j Job, e elector.Elector, opts []Option) *decorated {
 		backoffMin:   cfg.backoffMin,
 		backoffMax:   cfg.backoffMax,
 	}
-	if n, ok := e.(interface{ Name() string }); ok && !isNil(e) {
-		d.lease = n.Name()
+	errs := cfg.errs
+	if j == nil {
+		errs = append(errs, errors.New("decorator: the job is nil"))
+	} else if d.inner = NewChain(cfg.mws...).Then(j); d.inner == nil {
+		errs = append(errs, fmt.Errorf("decorator: the middleware chain returned a nil job for %s", d.jobName))
 	}
-	switch {
-	case isNil(j):
-		errs = append(errs, fmt.Errorf("decorator: the job is nil (%s)", d.jobName))
-	default:
-		d.inner = NewChain(cfg.mws...).Then(j)
-		if isNil(d.inner) {
-			errs = append(errs, fmt.Errorf("decorator: the middleware chain returned a nil job for %s", d.jobName))
-		}
-	}
-	if isNil(e) {
-		errs = append(errs, fmt.Errorf("decorator: the elector of %s is nil (%T)", d.jobName, e))
+	if e == nil {
+		errs = append(errs, fmt.Errorf("decorator: the elector of %s is nil", d.jobName))
 	}
 	d.err = errors.Join(errs...)
 	return d
-}
-
-// isNil reports whether v is nil or a nil pointer, map, func, chan, slice or
-// interface inside an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // decorated is the job Decorate returns. Everything but mu, cur and last is
@@ -93,7 +82,6 @@ type decorated struct {
 	backoffMin   time.Duration
 	backoffMax   time.Duration
 	jobName      string // %T of the job given to Decorate
-	lease        string // the elector's lease name, if it tells
 	err          error  // bad input: Start returns it
 
 	mu   sync.Mutex
@@ -130,9 +118,6 @@ func (r *run) step(what string) {
 func (d *decorated) Start(ctx context.Context) error {
 	if d.err != nil {
 		return d.err
-	}
-	if ctx == nil {
-		return fmt.Errorf("decorator: Start of %s: nil context", d.jobName)
 	}
 	for {
 		d.mu.Lock()
@@ -173,12 +158,8 @@ func isClosed(ch <-chan struct{}) bool {
 // wrapping ctx's, or once the stop timeout has passed, with an error naming
 // what the campaign waits for (such as the inner Stop or a hook); the
 // campaign then finishes on its own. Stop on a stopped job waits likewise for
-// a campaign still finishing, and otherwise returns nil at once. A nil ctx is
-// taken as [context.Background].
+// a campaign still finishing, and otherwise returns nil at once.
 func (d *decorated) Stop(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	d.mu.Lock()
 	r, last := d.cur, d.last
 	if r != nil {
@@ -225,8 +206,8 @@ func (d *decorated) Unwrap() Job { return d.inner }
 // String names the decorated job and its lease, e.g.
 // `leader job *jobs.Prices (lease "prices")`.
 func (d *decorated) String() string {
-	if d.lease == "" {
-		return "leader job " + d.jobName
+	if n, ok := d.elector.(interface{ Name() string }); ok {
+		return fmt.Sprintf("leader job %s (lease %q)", d.jobName, n.Name())
 	}
-	return fmt.Sprintf("leader job %s (lease %q)", d.jobName, d.lease)
+	return "leader job " + d.jobName
 }

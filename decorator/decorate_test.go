@@ -13,6 +13,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/decoratable"
 )
 
 type valueJob struct{}
@@ -58,15 +59,15 @@ func TestDecorateRefusesTypes(t *testing.T) {
 		check    func() error
 		want     string
 	}{
-		{"pointer", func() { decorator.Decorate(&fakeJob{}, e) }, decorator.CanDecorate[*fakeJob],
+		{"pointer", func() { decorator.Decorate(&fakeJob{}, e) }, decoratable.Check[*fakeJob],
 			fmt.Sprintf(typeErr, "*decorator_test.fakeJob", "it is a pointer")},
-		{"struct", func() { decorator.Decorate(valueJob{}, e) }, decorator.CanDecorate[valueJob],
+		{"struct", func() { decorator.Decorate(valueJob{}, e) }, decoratable.Check[valueJob],
 			fmt.Sprintf(typeErr, "decorator_test.valueJob", "it is a struct")},
-		{"extra method", func() { decorator.Decorate[namedJob](nil, e) }, decorator.CanDecorate[namedJob],
+		{"extra method", func() { decorator.Decorate[namedJob](nil, e) }, decoratable.Check[namedJob],
 			fmt.Sprintf(typeErr, "decorator_test.namedJob", "it has method Name that a decorated job does not")},
-		{"other Unwrap", func() { decorator.Decorate[errUnwrapJob](nil, e) }, decorator.CanDecorate[errUnwrapJob],
+		{"other Unwrap", func() { decorator.Decorate[errUnwrapJob](nil, e) }, decoratable.Check[errUnwrapJob],
 			fmt.Sprintf(typeErr, "decorator_test.errUnwrapJob", "its method Unwrap is func() error; a decorated job's is func() decorator.Job")},
-		{"unexported method", func() { decorator.Decorate[privateJob](nil, e) }, decorator.CanDecorate[privateJob],
+		{"unexported method", func() { decorator.Decorate[privateJob](nil, e) }, decoratable.Check[privateJob],
 			fmt.Sprintf(typeErr, "decorator_test.privateJob", "it has method private that a decorated job does not")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,14 +78,14 @@ func TestDecorateRefusesTypes(t *testing.T) {
 }
 
 func TestDecorateAcceptsInterfaces(t *testing.T) {
-	require.NoError(t, decorator.CanDecorate[decorator.Job]())
-	require.NoError(t, decorator.CanDecorate[aliasJob]())
-	require.NoError(t, decorator.CanDecorate[startStop]())
-	require.NoError(t, decorator.CanDecorate[interface {
+	require.NoError(t, decoratable.Check[decorator.Job]())
+	require.NoError(t, decoratable.Check[aliasJob]())
+	require.NoError(t, decoratable.Check[startStop]())
+	require.NoError(t, decoratable.Check[interface {
 		Start(context.Context) error
 		Stop(context.Context) error
 	}]())
-	require.NoError(t, decorator.CanDecorate[fullJob]())
+	require.NoError(t, decoratable.Check[fullJob]())
 
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -118,10 +119,9 @@ func TestBadInputMakesStartFail(t *testing.T) {
 		opts []decorator.Option
 		want []string
 	}{
-		{"nil elector", &fakeJob{}, nil, nil, []string{"elector", "nil"}},
-		{"typed nil elector", &fakeJob{}, (*elector.LeaseElector)(nil), nil, []string{"elector", "nil", "*elector.LeaseElector"}},
+		{"nil elector", &fakeJob{}, nil, nil, []string{"the elector of *decorator_test.fakeJob is nil"}},
 		{"nil job", nil, e, nil, []string{"job is nil"}},
-		{"typed nil job", (*fakeJob)(nil), e, nil, []string{"job is nil", "*decorator_test.fakeJob"}},
+		{"nil from middleware", &fakeJob{}, e, []decorator.Option{decorator.WithMiddleware(func(decorator.Job) decorator.Job { return nil })}, []string{"middleware chain returned a nil job for *decorator_test.fakeJob"}},
 		{"negative start timeout", &fakeJob{}, e, []decorator.Option{decorator.WithStartTimeout(-time.Second)}, []string{"WithStartTimeout(-1s)", "-1s"}},
 		{"zero stop timeout", &fakeJob{}, e, []decorator.Option{decorator.WithStopTimeout(0)}, []string{"WithStopTimeout(0s)"}},
 		{"min above max", &fakeJob{}, e, []decorator.Option{decorator.WithBackoff(5*time.Second, time.Second)}, []string{"WithBackoff(5s, 1s)", "below the minimum"}},
@@ -218,23 +218,6 @@ func TestErrorsAreLoggedWithoutOnError(t *testing.T) {
 	})
 }
 
-func TestOptionStrings(t *testing.T) {
-	for _, tc := range []struct {
-		o    decorator.Option
-		want string
-	}{
-		{decorator.WithStartTimeout(15 * time.Second), "WithStartTimeout(15s)"},
-		{decorator.WithStopTimeout(time.Second), "WithStopTimeout(1s)"},
-		{decorator.WithBackoff(time.Second, 30*time.Second), "WithBackoff(1s, 30s)"},
-		{decorator.WithHooks(decorator.Hooks{OnElected: func(context.Context, elector.Term) {}, OnError: func(context.Context, error) {}}), "WithHooks(OnElected, OnError)"},
-		{decorator.WithMiddleware(passThrough, nil), "WithMiddleware(decorator_test.passThrough, nil)"},
-		{decorator.WithLogger(discard), "WithLogger(*slog.TextHandler)"},
-		{decorator.WithLogger(nil), "WithLogger(nil)"},
-	} {
-		require.Equal(t, tc.want, tc.o.String())
-	}
-}
-
 func TestDecorateMutatesNothing(t *testing.T) {
 	mws := []decorator.Middleware{decorator.Recover(), decorator.Recover()}
 	opt := decorator.WithMiddleware(mws...)
@@ -247,4 +230,29 @@ func TestDecorateMutatesNothing(t *testing.T) {
 	require.Equal(t, 3, decorator.Depth(decorator.Decorate[decorator.Job](&fakeJob{}, e, opt)))
 }
 
-func passThrough(next decorator.Job) decorator.Job { return next }
+// TestNilPointerJobAndElector: a nil pointer in a non-nil interface is not
+// detected by Decorate; the first call on it panics, and the panic is
+// recovered and reported, and a term won meanwhile resigned.
+func TestNilPointerJobAndElector(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := newCountingStore()
+		h := &hookLog{}
+		opts := []decorator.Option{decorator.WithHooks(h.hooks()), decorator.WithBackoff(time.Minute, time.Minute)}
+		nilJob := decorator.Decorate[decorator.Job]((*fakeJob)(nil), newElector(t, store, "a"), opts...)
+		nilElector := decorator.Decorate[decorator.Job](&fakeJob{}, (*elector.LeaseElector)(nil), opts...)
+		require.NoError(t, nilJob.Start(ctx))
+		require.NoError(t, nilElector.Start(ctx))
+		synctest.Wait()
+		require.NoError(t, nilJob.Stop(ctx))
+		require.NoError(t, nilElector.Stop(ctx))
+		var methods []string
+		for _, err := range h.getErrs() {
+			var pe *decorator.PanicError
+			require.ErrorAs(t, err, &pe)
+			methods = append(methods, pe.Method)
+		}
+		require.ElementsMatch(t, []string{"Start", "Campaign"}, methods)
+		require.EqualValues(t, 1, store.releases.Load(), "the term of the nil job is resigned")
+	})
+}

@@ -57,6 +57,13 @@
 //
 // # What the inner job must do
 //
+// The inner Start's context is for starting only: it ends when the inner
+// Start returns (or at the start timeout), so a job whose Start runs
+// "go loop(ctx)" with it would lead while running nothing; give the work a
+// context that keeps the values but ends at the inner Stop, as
+// [github.com/leaderaware/leaderaware/jobs.Run] does, and watch
+// [elector.Term.Done] for work that must end with the term itself.
+//
 // The term in the inner job's contexts belongs to the decorated job: the job
 // may read its Token and Lease and watch its Done channel (a term can end
 // while the job runs, and its Start context is not cancelled when it does),
@@ -71,13 +78,12 @@
 // # Built once
 //
 // The middleware chain ([WithMiddleware], [Chain]), the composed [Hooks]
-// and the options are fixed by Decorate. Start/Stop cycles add no layers
-// ([Depth] is constant), no goroutines and no hooks, and Decorate mutates
-// nothing it is given.
+// and the options are fixed by Decorate. Start/Stop cycles add no layers,
+// no goroutines and no hooks, and Decorate mutates nothing it is given.
 //
 // # Stock middleware
 //
-// [Recover] turns panics into a *[PanicError], [Timeout] bounds the contexts
-// of Start and Stop, and [Log] logs each call with the lease, holder and
-// fencing token of its term.
+// [Recover] turns panics into a *[PanicError], and [Log] logs each call with
+// the lease, holder and fencing token of its term. The start and stop
+// timeouts already bound the contexts the inner job gets.
 package decorator

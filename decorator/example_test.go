@@ -47,13 +47,13 @@ func ExampleDecorate() {
 	if err := job.Stop(ctx); err != nil { // stops the job, then frees the lease
 		log.Fatal(err)
 	}
-	fmt.Println(job, "has", decorator.Depth(job), "layers")
+	fmt.Println(job)
 	// Output:
 	// elected, token 1
 	// refreshing prices as leader of "prices", token 1
 	// stopped refreshing prices
 	// demoted: term resigned
-	// leader job *decorator_test.priceRefresher (lease "prices") has 2 layers
+	// leader job *decorator_test.priceRefresher (lease "prices")
 }
 
 // hello is a job that says hello.
@@ -86,9 +86,7 @@ func ExampleChain() {
 
 	_ = base.Then(hello{}).Start(context.Background())
 	fmt.Println("--")
-	j := withInner.Then(hello{})
-	_ = j.Start(context.Background())
-	fmt.Println("depth", decorator.Depth(j))
+	_ = withInner.Then(hello{}).Start(context.Background())
 	// Output:
 	// enter outer
 	// enter middle
@@ -103,17 +101,4 @@ func ExampleChain() {
 	// leave inner
 	// leave middle
 	// leave outer
-	// depth 3
-}
-
-func ExampleCanDecorate() {
-	type Named interface {
-		decorator.Job
-		Name() string
-	}
-	fmt.Println(decorator.CanDecorate[decorator.Job]())
-	fmt.Println(decorator.CanDecorate[Named]())
-	// Output:
-	// <nil>
-	// decorator.Decorate: cannot return the decorated job as decorator_test.Named: J must be an interface type with only Start and Stop (it has method Name that a decorated job does not)
 }

@@ -37,7 +37,7 @@ func (d *decorated) gate(runCtx, base context.Context, r *run) {
 			return
 		}
 		if err != nil {
-			if !isNil(term) { // an Elector that returned a term and an error
+			if term != nil { // an Elector that returned a term and an error
 				d.resign(base, r, term, base)
 			}
 			d.report(base, r, fmt.Errorf("decorator: campaign for %s: %w", d.jobName, err))
@@ -185,7 +185,7 @@ func (d *decorated) campaign(ctx context.Context, r *run) (t elector.Term, err e
 		t, err = d.elector.Campaign(ctx)
 		return err
 	})
-	if err == nil && isNil(t) {
+	if err == nil && t == nil {
 		return nil, errNoTerm
 	}
 	return t, err
@@ -221,16 +221,6 @@ func (d *decorated) callStart(ctx context.Context, r *run) error {
 func (d *decorated) callStop(ctx context.Context, r *run) error {
 	r.step("inner Stop")
 	return protect("Stop", func() error { return d.inner.Stop(ctx) })
-}
-
-// protect calls f, turning a panic into a *PanicError of method.
-func protect(method string, f func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError(method, v)
-		}
-	}()
-	return f()
 }
 
 // stopRequestOf returns the request Stop sent, which is there whenever the

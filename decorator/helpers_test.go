@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,29 +324,29 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// ourGoroutines counts the goroutines of decorated jobs and of terms: gate
-// and renew loops. Tests in this package do not run in parallel.
+// ourGoroutines counts the gate and renew goroutines of the calling
+// synctest bubble: those of decorated jobs and of their terms.
 func ourGoroutines() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "decorator.(*decorated).gate(") || strings.Contains(g, "elector.(*leaseTerm).renew(") {
-			n++
-		}
-	}
-	return n
+	return bubbleGoroutines("decorator.(*decorated).gate(", "elector.(*leaseTerm).renew(")
 }
 
 // bubbleGoroutines counts the goroutines of the calling synctest bubble
-// (runtime.NumGoroutine also counts goroutines of other tests still exiting).
-func bubbleGoroutines() int {
+// whose stack contains one of funcs, or all of them if funcs is empty.
+// Goroutines outside the bubble, such as those of other tests still
+// exiting, do not count (runtime.NumGoroutine would count them).
+func bubbleGoroutines(funcs ...string) int {
 	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
+	self, _, _ := strings.Cut(string(buf[:runtime.Stack(buf, false)]), "\n")
+	_, id, ok := strings.Cut(self, "synctest bubble ")
+	if !ok {
+		panic("bubbleGoroutines: not called in a synctest bubble: " + self)
+	}
+	bubble := "synctest bubble " + id // such as "synctest bubble 3]:"
 	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
 		header, _, _ := strings.Cut(g, "\n")
-		if strings.Contains(header, "synctest bubble") {
+		if strings.HasSuffix(header, bubble) &&
+			(len(funcs) == 0 || slices.ContainsFunc(funcs, func(f string) bool { return strings.Contains(g, f) })) {
 			n++
 		}
 	}

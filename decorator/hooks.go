@@ -2,8 +2,8 @@ package decorator
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/leaderaware/leaderaware/elector"
 )
@@ -84,7 +84,7 @@ func (d *decorated) demoted(ctx context.Context, r *run, t elector.Term, cause e
 // report hands err to the OnError hooks, or logs it when there are none.
 func (d *decorated) report(ctx context.Context, r *run, err error) {
 	if len(d.hooks.errors) == 0 {
-		d.logAttrs(ctx, slog.LevelError, "leader job error",
+		d.log.LogAttrs(ctx, slog.LevelError, "leader job error",
 			slog.String("job", d.jobName), slog.Any("err", err))
 		return
 	}
@@ -96,36 +96,22 @@ func (d *decorated) report(ctx context.Context, r *run, err error) {
 // callHook runs f and logs a panic instead of letting it escape.
 func (d *decorated) callHook(ctx context.Context, r *run, name string, f func()) {
 	r.step(name + " hook")
-	defer func() {
-		if v := recover(); v != nil {
-			d.logAttrs(ctx, slog.LevelError, "leader job hook panicked",
-				slog.String("job", d.jobName), slog.String("hook", name),
-				slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
-		}
-	}()
-	f()
+	var pe *PanicError
+	if errors.As(protect(name, func() error { f(); return nil }), &pe) {
+		d.log.LogAttrs(ctx, slog.LevelError, "leader job hook panicked",
+			slog.String("job", d.jobName), slog.String("hook", name),
+			slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+	}
 }
 
-// logTerm logs a transition at Debug with the lease that ctx carries.
+// logTerm logs a transition at Debug with the term that ctx carries.
 func (d *decorated) logTerm(ctx context.Context, msg string, cause error) {
-	defer func() { _ = recover() }() // a panicking handler must not escape
 	if !d.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 5)
-	attrs = append(attrs, slog.String("job", d.jobName))
-	if l, ok := elector.LeaseFromContext(ctx); ok {
-		attrs = append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
-	}
+	attrs := termAttrs(ctx, d.jobName)
 	if cause != nil {
 		attrs = append(attrs, slog.Any("cause", cause))
 	}
-	d.logAttrs(ctx, slog.LevelDebug, msg, attrs...)
-}
-
-// logAttrs logs through the job's logger; a panicking handler is ignored,
-// so that no panic escapes the gate goroutine.
-func (d *decorated) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
-	defer func() { _ = recover() }()
-	d.log.LogAttrs(ctx, level, msg, attrs...)
+	d.log.LogAttrs(ctx, slog.LevelDebug, msg, attrs...)
 }

@@ -9,6 +9,7 @@ type Job interface {
 	Stop(ctx context.Context) error
 }
 
-// Middleware wraps a Job in another Job. A middleware's job should have an
-// Unwrap() Job method returning next, so that [Depth] can count it.
+// Middleware wraps a Job in another Job. The jobs of the stock middleware,
+// like a decorated job, have an Unwrap() Job method that returns the job
+// they wrap.
 type Middleware func(next Job) Job

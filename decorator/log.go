@@ -51,14 +51,20 @@ func (j *logJob) record(ctx context.Context, msg string, begin time.Time, err er
 	if !j.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 6)
-	attrs = append(attrs, slog.String("job", j.name))
-	if l, ok := elector.LeaseFromContext(ctx); ok {
-		attrs = append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
-	}
-	attrs = append(attrs, slog.Duration("duration", time.Since(begin)))
+	attrs := append(termAttrs(ctx, j.name), slog.Duration("duration", time.Since(begin)))
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
 	}
 	j.log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
+}
+
+// termAttrs returns the attributes that name job and the lease, holder and
+// token of the term ctx carries, with room for two more.
+func termAttrs(ctx context.Context, job string) []slog.Attr {
+	attrs := make([]slog.Attr, 1, 6)
+	attrs[0] = slog.String("job", job)
+	if l, ok := elector.LeaseFromContext(ctx); ok {
+		attrs = append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
+	}
+	return attrs
 }

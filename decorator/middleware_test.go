@@ -42,32 +42,6 @@ func TestRecover(t *testing.T) {
 	require.NoError(t, ok.Stop(context.Background()))
 }
 
-func TestTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var startSeen, stopSeen ctxSeen
-		inner := &fakeJob{
-			startFn: func(ctx context.Context) error { startSeen = see(ctx, ""); return nil },
-			stopFn:  func(ctx context.Context) error { stopSeen = see(ctx, ""); return nil },
-		}
-		j := decorator.Timeout(3*time.Second, 5*time.Second)(inner)
-		require.Equal(t, 1, decorator.Depth(j))
-		require.NoError(t, j.Start(context.Background()))
-		require.NoError(t, j.Stop(context.Background()))
-		require.Equal(t, 3*time.Second, startSeen.deadline)
-		require.Equal(t, 5*time.Second, stopSeen.deadline)
-
-		// Zero leaves the ctx alone; an earlier deadline still holds.
-		j = decorator.Timeout(0, time.Hour)(inner)
-		require.NoError(t, j.Start(context.Background()))
-		require.Zero(t, startSeen.deadline)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		require.NoError(t, j.Stop(ctx))
-		require.Equal(t, time.Second, stopSeen.deadline)
-	})
-	require.PanicsWithValue(t, "decorator.Timeout: negative timeout (start -1s, stop 0s)", func() { decorator.Timeout(-time.Second, 0) })
-}
-
 func TestLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()

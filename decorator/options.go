@@ -3,9 +3,7 @@ package decorator
 import (
 	"fmt"
 	"log/slog"
-	"reflect"
-	"runtime"
-	"strings"
+	"slices"
 	"time"
 )
 
@@ -18,12 +16,13 @@ const (
 )
 
 // Option configures [Decorate]. Options are values: one Option may be passed
-// to many Decorate calls. String describes the option, e.g.
-// "WithStartTimeout(15s)".
-type Option interface {
-	apply(*config)
-	String() string
-}
+// to many Decorate calls.
+type Option interface{ apply(*config) }
+
+// option is an Option made of the function that applies it.
+type option func(*config)
+
+func (o option) apply(c *config) { o(c) }
 
 // config is what the options set; Decorate turns it into an immutable job.
 type config struct {
@@ -53,31 +52,16 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-func (c *config) fail(o Option, format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("decorator: %s: "+format, append([]any{o}, args...)...))
+// fail records a bad option value; format starts with the option's call.
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("decorator: "+format, args...))
 }
 
 // WithHooks adds h to the hooks of the decorated job. Several WithHooks
 // compose: each hook runs in the order the options were given. Nil fields
 // are skipped.
-func WithHooks(h Hooks) Option { return hooksOption(h) }
-
-type hooksOption Hooks
-
-func (o hooksOption) apply(c *config) { c.hooks = append(c.hooks, Hooks(o)) }
-
-func (o hooksOption) String() string {
-	var set []string
-	if o.OnElected != nil {
-		set = append(set, "OnElected")
-	}
-	if o.OnDemoted != nil {
-		set = append(set, "OnDemoted")
-	}
-	if o.OnError != nil {
-		set = append(set, "OnError")
-	}
-	return "WithHooks(" + strings.Join(set, ", ") + ")"
+func WithHooks(h Hooks) Option {
+	return option(func(c *config) { c.hooks = append(c.hooks, h) })
 }
 
 // WithMiddleware wraps the inner job in mws, inside the leader gate: the
@@ -85,42 +69,22 @@ func (o hooksOption) String() string {
 // The first middleware is the outermost. Several WithMiddleware append in
 // order. Nil middleware are skipped.
 func WithMiddleware(mws ...Middleware) Option {
-	return middlewareOption(append([]Middleware(nil), mws...))
-}
-
-type middlewareOption []Middleware
-
-func (o middlewareOption) apply(c *config) { c.mws = append(c.mws, o...) }
-
-func (o middlewareOption) String() string {
-	names := make([]string, len(o))
-	for i, m := range o {
-		names[i] = funcName(m)
-	}
-	return "WithMiddleware(" + strings.Join(names, ", ") + ")"
+	mws = slices.Clone(mws)
+	return option(func(c *config) { c.mws = append(c.mws, mws...) })
 }
 
 // WithLogger sets the logger of the decorated job: it logs elections and
 // demotions at Debug, and errors at Error when no OnError hook is set. The
 // default is [slog.Default] at the time of Decorate. A nil logger is a bad
 // value: Start returns an error.
-func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
-
-type loggerOption struct{ l *slog.Logger }
-
-func (o loggerOption) apply(c *config) {
-	if o.l == nil {
-		c.fail(o, "the logger is nil")
-		return
-	}
-	c.logger = o.l
-}
-
-func (o loggerOption) String() string {
-	if o.l == nil {
-		return "WithLogger(nil)"
-	}
-	return fmt.Sprintf("WithLogger(%T)", o.l.Handler())
+func WithLogger(l *slog.Logger) Option {
+	return option(func(c *config) {
+		if l == nil {
+			c.fail("WithLogger(nil): the logger is nil")
+			return
+		}
+		c.logger = l
+	})
 }
 
 // WithStartTimeout bounds OnElected and the inner job's Start together,
@@ -129,20 +93,8 @@ func (o loggerOption) String() string {
 // reported (OnError): the term is resigned if the inner Start has not been
 // called yet, and abandoned, its lease left to run out in the store, if the
 // inner Start runs. It must be positive. Default 15s.
-func WithStartTimeout(d time.Duration) Option { return startTimeoutOption(d) }
-
-type startTimeoutOption time.Duration
-
-func (o startTimeoutOption) apply(c *config) {
-	if o <= 0 {
-		c.fail(o, "the start timeout %v must be positive", time.Duration(o))
-		return
-	}
-	c.startTimeout = time.Duration(o)
-}
-
-func (o startTimeoutOption) String() string {
-	return fmt.Sprintf("WithStartTimeout(%v)", time.Duration(o))
+func WithStartTimeout(d time.Duration) Option {
+	return timeout("WithStartTimeout", "start", d, func(c *config) *time.Duration { return &c.startTimeout })
 }
 
 // WithStopTimeout bounds how long the inner job may take to stop while its
@@ -153,20 +105,20 @@ func (o startTimeoutOption) String() string {
 // resignation, and how long Stop, and a Start waiting for a previous
 // campaign, wait before returning an error. It must be positive. Default
 // 15s.
-func WithStopTimeout(d time.Duration) Option { return stopTimeoutOption(d) }
-
-type stopTimeoutOption time.Duration
-
-func (o stopTimeoutOption) apply(c *config) {
-	if o <= 0 {
-		c.fail(o, "the stop timeout %v must be positive", time.Duration(o))
-		return
-	}
-	c.stopTimeout = time.Duration(o)
+func WithStopTimeout(d time.Duration) Option {
+	return timeout("WithStopTimeout", "stop", d, func(c *config) *time.Duration { return &c.stopTimeout })
 }
 
-func (o stopTimeoutOption) String() string {
-	return fmt.Sprintf("WithStopTimeout(%v)", time.Duration(o))
+// timeout returns the Option named name that sets the timeout field to d,
+// which must be positive.
+func timeout(name, what string, d time.Duration, field func(*config) *time.Duration) Option {
+	return option(func(c *config) {
+		if d <= 0 {
+			c.fail("%s(%v): the %s timeout %[2]v must be positive", name, d, what)
+			return
+		}
+		*field(c) = d
+	})
 }
 
 // WithBackoff sets how long the decorated job waits before campaigning again
@@ -174,39 +126,15 @@ func (o stopTimeoutOption) String() string {
 // wait doubles after each failure in a row, from min up to max, with jitter;
 // every wait lies in [min, max]. It resets after a term whose Start
 // succeeded. min must be positive and not above max. Default 1s to 30s.
-func WithBackoff(min, max time.Duration) Option { return backoffOption{min, max} }
-
-type backoffOption struct{ min, max time.Duration }
-
-func (o backoffOption) apply(c *config) {
-	switch {
-	case o.min <= 0:
-		c.fail(o, "the minimum backoff %v must be positive", o.min)
-	case o.max < o.min:
-		c.fail(o, "the maximum backoff %v is below the minimum %v", o.max, o.min)
-	default:
-		c.backoffMin, c.backoffMax = o.min, o.max
-	}
-}
-
-func (o backoffOption) String() string {
-	return fmt.Sprintf("WithBackoff(%v, %v)", o.min, o.max)
-}
-
-// funcName returns the short name of f's function, e.g.
-// "decorator.Recover.func1", or "nil".
-func funcName(f any) string {
-	v := reflect.ValueOf(f)
-	if !v.IsValid() || v.IsNil() {
-		return "nil"
-	}
-	fn := runtime.FuncForPC(v.Pointer())
-	if fn == nil {
-		return "?"
-	}
-	name := fn.Name()
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	return name
+func WithBackoff(min, max time.Duration) Option {
+	return option(func(c *config) {
+		switch {
+		case min <= 0:
+			c.fail("WithBackoff(%v, %v): the minimum backoff %[1]v must be positive", min, max)
+		case max < min:
+			c.fail("WithBackoff(%v, %v): the maximum backoff %[2]v is below the minimum %[1]v", min, max)
+		default:
+			c.backoffMin, c.backoffMax = min, max
+		}
+	})
 }

@@ -28,10 +28,6 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-func newPanicError(method string, v any) *PanicError {
-	return &PanicError{Method: method, Value: v, Stack: debug.Stack()}
-}
-
 // Recover returns a middleware that turns a panic in the next job's Start
 // or Stop into a returned *[PanicError] carrying the value and the stack.
 func Recover() Middleware {
@@ -40,23 +36,23 @@ func Recover() Middleware {
 
 type recoverJob struct{ next Job }
 
-func (r *recoverJob) Start(ctx context.Context) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError("Start", v)
-		}
-	}()
-	return r.next.Start(ctx)
+func (r *recoverJob) Start(ctx context.Context) error {
+	return protect("Start", func() error { return r.next.Start(ctx) })
 }
 
-func (r *recoverJob) Stop(ctx context.Context) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = newPanicError("Stop", v)
-		}
-	}()
-	return r.next.Stop(ctx)
+func (r *recoverJob) Stop(ctx context.Context) error {
+	return protect("Stop", func() error { return r.next.Stop(ctx) })
 }
 
 // Unwrap returns the job that r wraps.
 func (r *recoverJob) Unwrap() Job { return r.next }
+
+// protect calls f, turning a panic into a *PanicError of method.
+func protect(method string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Method: method, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}

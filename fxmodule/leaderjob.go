@@ -10,6 +10,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/decoratable"
 )
 
 // LeaderJob makes the job of type J in the graph leader-aware under the lease
@@ -28,7 +29,7 @@ import (
 // them would ever run; two LeaderJobs with one name anywhere in an app are
 // an error from fx.New naming both types. A J that a decorated job cannot
 // be returned as (not an interface type, or one with methods other
-// than Start, Stop, Unwrap and String; see [decorator.CanDecorate]) and an
+// than Start, Stop, Unwrap and String) and an
 // invalid lease name are errors from fx.New naming J and the name, returned
 // before anything is constructed or opened; LeaderJob never panics.
 //
@@ -103,7 +104,7 @@ func NewLeaderJob[J decorator.Job](j J, s elector.Store, name string, cfg electo
 
 // check returns why J or name cannot make a leader job, or nil.
 func check[J decorator.Job](name string) error {
-	if err := decorator.CanDecorate[J](); err != nil {
+	if err := decoratable.Check[J](); err != nil {
 		return fmt.Errorf("fxmodule.LeaderJob[%v](%q): %w", reflect.TypeFor[J](), name, err)
 	}
 	if err := elector.ValidateName(name); err != nil {

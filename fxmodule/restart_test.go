@@ -11,11 +11,11 @@ import (
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/goleak"
 
-	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/internal/layers"
 )
 
 // TestRestart20 builds, starts and stops an app 20 times on one file: every
-// time the graph hands out a job decorated exactly once (the same Depth,
+// time the graph hands out a job decorated exactly once (the same layers.Depth,
 // also where a nested module asks for it), the app runs the same number of
 // lifecycle hooks, the job runs once per start, and afterwards the goroutine
 // count is back to its baseline and goleak finds nothing.
@@ -35,7 +35,7 @@ func TestRestart20(t *testing.T) {
 		)
 		require.NotNil(t, got)
 		assert.Same(t, got, nested, "cycle %d: a nested module got another job", i)
-		depth := decorator.Depth(got)
+		depth := layers.Depth(got)
 		if i == 0 {
 			depth0 = depth
 			require.Equal(t, 1, depth, "the job should be decorated exactly once")

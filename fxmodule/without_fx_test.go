@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/fxmodule"
+	"github.com/leaderaware/leaderaware/internal/layers"
 )
 
 // TestNewLeaderJobWithoutFx uses the constructors behind the module
@@ -26,7 +26,7 @@ func TestNewLeaderJobWithoutFx(t *testing.T) {
 	var job testJob
 	job, err = fxmodule.NewLeaderJob[testJob](inner, store, "plain", fast)
 	require.NoError(t, err)
-	require.Equal(t, 1, decorator.Depth(job))
+	require.Equal(t, 1, layers.Depth(job))
 	for range 3 {
 		require.NoError(t, job.Start(ctx))
 		require.Eventually(t, inner.running.Load, 5*time.Second, 5*time.Millisecond)
@@ -35,7 +35,7 @@ func TestNewLeaderJobWithoutFx(t *testing.T) {
 		assert.NotEmpty(t, l.Holder)
 		require.NoError(t, job.Stop(ctx))
 		assert.False(t, inner.running.Load())
-		assert.Equal(t, 1, decorator.Depth(job))
+		assert.Equal(t, 1, layers.Depth(job))
 	}
 	assert.EqualValues(t, 3, inner.starts.Load())
 }

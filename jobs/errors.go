@@ -5,12 +5,15 @@ import (
 	"fmt"
 )
 
-// ErrAlreadyStarted is returned by [EveryJob.Start] when the job runs
-// already: Start never launches a second goroutine. Call Stop first.
+// ErrAlreadyStarted is returned by the Start of an [EveryJob] or a [Run] job
+// that was started and not stopped since: Start never launches a second
+// goroutine. Call Stop first.
 var ErrAlreadyStarted = errors.New("job already started")
 
-// PanicError is what the error handler of an [EveryJob] receives when the
-// function panics. The panic is recovered; the job keeps its schedule.
+// PanicError is the error that a panic in the function of an [EveryJob] or a
+// [Run] job becomes: the panic is recovered, and the PanicError is handled
+// like an error the function returned (see [WithErrorHandler]). An EveryJob
+// keeps its schedule.
 type PanicError struct {
 	Value any    // the value passed to panic
 	Stack []byte // the stack of the panicking goroutine, from runtime/debug.Stack

@@ -2,12 +2,8 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"runtime/debug"
-	"sync"
 	"time"
 )
 
@@ -32,11 +28,8 @@ import (
 type EveryJob struct {
 	interval time.Duration
 	fn       func(context.Context) error
-	cfg      everyConfig
-
-	mu     sync.Mutex
-	cancel context.CancelFunc // non-nil between Start and Stop
-	done   chan struct{}      // closed when the last launched goroutine exits; nil before the first Start
+	cfg      config
+	g        lifecycle
 }
 
 // Every returns a job that calls fn every interval between Start and Stop.
@@ -47,7 +40,7 @@ func Every(interval time.Duration, fn func(ctx context.Context) error, opts ...E
 	j.cfg.name = fmt.Sprintf("every %v", interval)
 	for _, o := range opts {
 		if o != nil {
-			o.apply(&j.cfg)
+			o.applyEvery(&j.cfg)
 		}
 	}
 	if interval <= 0 {
@@ -71,59 +64,17 @@ func (j *EveryJob) String() string { return j.cfg.name }
 // first Start's context values, such as an older leader term). If a
 // previous Stop returned before the goroutine exited, Start first waits for
 // it, bounded by ctx, so runs never overlap across restarts.
-func (j *EveryJob) Start(ctx context.Context) error {
-	if j.cfg.err != nil {
-		return j.cfg.err
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("jobs: start %s: %w", j.cfg.name, err)
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.cancel != nil {
-		return fmt.Errorf("jobs: start %s: %w", j.cfg.name, ErrAlreadyStarted)
-	}
-	if j.done != nil {
-		select {
-		case <-j.done:
-		case <-ctx.Done():
-			return fmt.Errorf("jobs: start %s: previous run still stopping: %w", j.cfg.name, ctx.Err())
-		}
-	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	j.cancel, j.done = cancel, done
-	go j.loop(runCtx, done)
-	return nil
-}
+func (j *EveryJob) Start(ctx context.Context) error { return j.g.start(ctx, &j.cfg, j.loop) }
 
 // Stop cancels the run context and waits until the goroutine has exited,
 // which includes waiting for a run in progress to return. If ctx ends first,
 // Stop returns an error wrapping ctx.Err(); the goroutine still exits as
 // soon as the function returns, and a later Stop or Start waits for that.
 // Stop of a job that is not running returns nil.
-func (j *EveryJob) Stop(ctx context.Context) error {
-	j.mu.Lock()
-	cancel, done := j.cancel, j.done
-	j.cancel = nil
-	j.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	if done == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("jobs: stop %s: run still in progress: %w", j.cfg.name, ctx.Err())
-	}
-}
+func (j *EveryJob) Stop(ctx context.Context) error { return j.g.stop(ctx, &j.cfg) }
 
 // loop is the job's goroutine: it runs fn on schedule until ctx ends.
-func (j *EveryJob) loop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (j *EveryJob) loop(ctx context.Context) error {
 	next := time.Now()
 	if !j.cfg.immediate {
 		next = next.Add(j.period())
@@ -133,13 +84,13 @@ func (j *EveryJob) loop(ctx context.Context, done chan<- struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-timer.C:
 		}
 		start := time.Now()
 		j.run(ctx)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		timer.Reset(time.Until(start.Add(j.period())))
 	}
@@ -163,37 +114,7 @@ func (j *EveryJob) run(ctx context.Context) {
 		rctx, cancel = context.WithTimeout(ctx, j.cfg.runTimeout)
 		defer cancel()
 	}
-	err := j.call(rctx)
-	if err == nil {
-		return
+	if err := call(rctx, j.fn); err != nil && !stopped(ctx, err) {
+		j.cfg.report(ctx, err)
 	}
-	var pe *PanicError
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.As(err, &pe) {
-		return // stopped: the function saw its context end
-	}
-	j.report(ctx, err)
-}
-
-func (j *EveryJob) call(ctx context.Context) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
-	return j.fn(ctx)
-}
-
-// report gives err to the error handler; a panicking handler is logged.
-func (j *EveryJob) report(ctx context.Context, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			slog.Default().ErrorContext(ctx, "jobs: error handler panicked",
-				"job", j.cfg.name, "panic", r, "err", err)
-		}
-	}()
-	if j.cfg.onError != nil {
-		j.cfg.onError(ctx, err)
-		return
-	}
-	slog.Default().ErrorContext(ctx, "jobs: run failed", "job", j.cfg.name, "err", err)
 }

@@ -1,13 +1,8 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -24,66 +19,40 @@ var _ decorator.Job = (*jobs.EveryJob)(nil)
 
 func TestEveryRunsEveryInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		var mu sync.Mutex
-		var at []time.Duration
-		j := jobs.Every(time.Minute, func(ctx context.Context) error {
-			mu.Lock()
-			defer mu.Unlock()
-			at = append(at, time.Since(t0))
-			return nil
-		})
+		rec := newRecorder()
+		j := jobs.Every(time.Minute, rec.run)
 		require.NoError(t, j.Start(t.Context()))
 		time.Sleep(5*time.Minute + time.Second)
 		require.NoError(t, j.Stop(t.Context()))
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Equal(t, []time.Duration{1 * time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute}, at)
+		assert.Equal(t, []time.Duration{1 * time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute}, rec.runs())
 	})
 }
 
 func TestEveryStartToStartWhenRunTakesTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		var mu sync.Mutex
-		var at []time.Duration
+		rec := newRecorder()
 		j := jobs.Every(time.Minute, func(ctx context.Context) error {
-			mu.Lock()
-			at = append(at, time.Since(t0))
-			mu.Unlock()
+			_ = rec.run(ctx)
 			time.Sleep(20 * time.Second)
 			return nil
 		})
 		require.NoError(t, j.Start(t.Context()))
 		time.Sleep(3*time.Minute + time.Second)
 		require.NoError(t, j.Stop(t.Context()))
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Equal(t, []time.Duration{1 * time.Minute, 2 * time.Minute, 3 * time.Minute}, at)
+		assert.Equal(t, []time.Duration{1 * time.Minute, 2 * time.Minute, 3 * time.Minute}, rec.runs())
 	})
 }
 
 func TestEveryImmediate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		var mu sync.Mutex
-		var at []time.Duration
-		j := jobs.Every(time.Minute, func(ctx context.Context) error {
-			mu.Lock()
-			defer mu.Unlock()
-			at = append(at, time.Since(t0))
-			return nil
-		}, jobs.WithImmediate())
+		rec := newRecorder()
+		j := jobs.Every(time.Minute, rec.run, jobs.WithImmediate())
 		require.NoError(t, j.Start(t.Context()))
 		synctest.Wait()
-		mu.Lock()
-		assert.Equal(t, []time.Duration{0}, at, "first run at Start")
-		mu.Unlock()
+		assert.Equal(t, []time.Duration{0}, rec.runs(), "first run at Start")
 		time.Sleep(2*time.Minute + time.Second)
 		require.NoError(t, j.Stop(t.Context()))
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Equal(t, []time.Duration{0, time.Minute, 2 * time.Minute}, at)
+		assert.Equal(t, []time.Duration{0, time.Minute, 2 * time.Minute}, rec.runs())
 	})
 }
 
@@ -203,16 +172,7 @@ func TestEveryRestartLeavesNoGoroutines(t *testing.T) {
 			runs.Add(1)
 			return nil
 		}, jobs.WithImmediate())
-		base := runtime.NumGoroutine()
-		for i := range 20 {
-			require.NoError(t, j.Start(t.Context()), "cycle %d", i)
-			synctest.Wait()
-			assert.Equal(t, base+1, runtime.NumGoroutine(), "cycle %d: one goroutine while running", i)
-			time.Sleep(1500 * time.Millisecond)
-			require.NoError(t, j.Stop(t.Context()), "cycle %d", i)
-			synctest.Wait()
-			assert.Equal(t, base, runtime.NumGoroutine(), "cycle %d: goroutine left after Stop", i)
-		}
+		checkRestarts(t, j, "jobs.(*EveryJob).loop", func() { time.Sleep(1500 * time.Millisecond) })
 		assert.Equal(t, int64(40), runs.Load(), "two runs per cycle")
 	})
 }
@@ -275,8 +235,7 @@ func TestEveryBadInput(t *testing.T) {
 func TestEveryErrorHandlerGetsErrorsAndPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		errBoom := errors.New("boom")
-		var mu sync.Mutex
-		var got []error
+		rec := newRecorder()
 		var n int
 		j := jobs.Every(time.Second, func(ctx context.Context) error {
 			n++
@@ -289,17 +248,12 @@ func TestEveryErrorHandlerGetsErrorsAndPanics(t *testing.T) {
 				panic(errBoom)
 			}
 			return nil
-		}, jobs.WithErrorHandler(func(ctx context.Context, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, err)
-		}))
+		}, jobs.WithErrorHandler(rec.handle))
 		require.NoError(t, j.Start(t.Context()))
 		time.Sleep(4*time.Second + time.Millisecond)
 		require.NoError(t, j.Stop(t.Context()))
 		assert.Equal(t, 4, n, "the schedule goes on after a panic")
-		mu.Lock()
-		defer mu.Unlock()
+		got := rec.errors()
 		require.Len(t, got, 3)
 		assert.Equal(t, errBoom, got[0], "the handler gets fn's error as is")
 		var pe *jobs.PanicError
@@ -361,27 +315,17 @@ func TestEveryCancellationAtStopIsNotReported(t *testing.T) {
 
 func TestEveryRunTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var got []error
-		var took []time.Duration
+		rec := newRecorder()
 		j := jobs.Every(time.Minute, func(ctx context.Context) error {
-			t0 := time.Now()
 			<-ctx.Done()
-			mu.Lock()
-			took = append(took, time.Since(t0))
-			mu.Unlock()
+			_ = rec.run(ctx) // when the run ended
 			return ctx.Err()
-		}, jobs.WithRunTimeout(10*time.Second), jobs.WithErrorHandler(func(ctx context.Context, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, err)
-		}))
+		}, jobs.WithRunTimeout(10*time.Second), jobs.WithErrorHandler(rec.handle))
 		require.NoError(t, j.Start(t.Context()))
 		time.Sleep(2*time.Minute + 11*time.Second)
 		require.NoError(t, j.Stop(t.Context()))
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Equal(t, []time.Duration{10 * time.Second, 10 * time.Second}, took)
+		assert.Equal(t, []time.Duration{time.Minute + 10*time.Second, 2*time.Minute + 10*time.Second}, rec.runs())
+		got := rec.errors()
 		require.Len(t, got, 2)
 		assert.ErrorIs(t, got[0], context.DeadlineExceeded)
 	})
@@ -389,23 +333,16 @@ func TestEveryRunTimeout(t *testing.T) {
 
 func TestEveryJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var at []time.Time
-		j := jobs.Every(10*time.Second, func(ctx context.Context) error {
-			mu.Lock()
-			defer mu.Unlock()
-			at = append(at, time.Now())
-			return nil
-		}, jobs.WithJitter(0.2), jobs.WithImmediate())
+		rec := newRecorder()
+		j := jobs.Every(10*time.Second, rec.run, jobs.WithJitter(0.2), jobs.WithImmediate())
 		require.NoError(t, j.Start(t.Context()))
 		time.Sleep(10 * time.Minute)
 		require.NoError(t, j.Stop(t.Context()))
-		mu.Lock()
-		defer mu.Unlock()
+		at := rec.runs()
 		require.Greater(t, len(at), 40)
 		distinct := map[time.Duration]bool{}
 		for i := 1; i < len(at); i++ {
-			d := at[i].Sub(at[i-1])
+			d := at[i] - at[i-1]
 			distinct[d] = true
 			assert.GreaterOrEqual(t, d, 8*time.Second)
 			assert.LessOrEqual(t, d, 12*time.Second)
@@ -414,44 +351,8 @@ func TestEveryJitter(t *testing.T) {
 	})
 }
 
-func TestEveryOptionStrings(t *testing.T) {
-	assert.Equal(t, "jobs.WithJitter(0.1)", jobs.WithJitter(0.1).String())
-	assert.Equal(t, "jobs.WithImmediate()", jobs.WithImmediate().String())
-	assert.Equal(t, "jobs.WithRunTimeout(5s)", jobs.WithRunTimeout(5*time.Second).String())
-	assert.Equal(t, `jobs.WithName("x")`, jobs.WithName("x").String())
-	assert.Equal(t, "jobs.WithErrorHandler(...)", jobs.WithErrorHandler(nil).String())
-	assert.Equal(t, "every 1m0s", jobs.Every(time.Minute, func(context.Context) error { return nil }).String())
-}
-
-// captureDefaultLog sends slog.Default to a buffer until the returned
-// function is called, which restores it and returns what was logged.
-func captureDefaultLog(t *testing.T) func() string {
-	t.Helper()
-	prev := slog.Default()
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	slog.SetDefault(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)))
-	restored := false
-	restore := func() string {
-		if !restored {
-			slog.SetDefault(prev)
-			restored = true
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
-	t.Cleanup(func() { restore() })
-	return restore
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
+func TestEveryString(t *testing.T) {
+	ok := func(context.Context) error { return nil }
+	assert.Equal(t, "every 1m0s", jobs.Every(time.Minute, ok).String())
+	assert.Equal(t, "prices", jobs.Every(time.Minute, ok, jobs.WithName("prices")).String())
 }

@@ -1,16 +1,12 @@
 package decorator
 
-// unwrapper is a Job that wraps another one.
-type unwrapper interface{ Unwrap() Job }
-
 // Depth returns the number of layers reachable from j through Unwrap() Job:
 // 0 for a plain job, 1 for a job decorated without middleware, and one more
-// per stock middleware (or any middleware whose job has Unwrap). It is
-// constant for a decorated job: Start and Stop never add layers.
+// per stock middleware (or any middleware whose job has Unwrap).
 func Depth(j Job) int {
 	n := 0
 	for j != nil {
-		u, ok := j.(unwrapper)
+		u, ok := j.(interface{ Unwrap() Job })
 		if !ok {
 			break
 		}
@@ -19,3 +15,6 @@ func Depth(j Job) int {
 	}
 	return n
 }
+
+// Len returns the number of middleware in c.
+func (c Chain) Len() int { return len(c.mws) }

@@ -74,3 +74,50 @@ func TestEveryDecoratedRunsOnOneReplica(t *testing.T) {
 		assert.Equal(t, int64(1), maxInFlight.Load(), "runs overlapped across replicas")
 	})
 }
+
+// Two replicas of a decorated Run job: only the leader runs fn, with its
+// term in the context; fn's context ends when the leader stops, and the
+// other replica takes over, without overlap.
+func TestRunDecoratedRunsOnOneReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := elector.NewMemoryStore()
+		var mu sync.Mutex
+		var running []string
+		var tokens []uint64
+		replica := func(holder string) decorator.Job {
+			e, err := elector.New(store, "run-test", elector.Config{TTL: 9 * time.Second, Holder: holder})
+			require.NoError(t, err)
+			job := jobs.Run(func(ctx context.Context) error {
+				l, ok := elector.LeaseFromContext(ctx)
+				assert.True(t, ok, "fn's context has no term")
+				mu.Lock()
+				running = append(running, holder)
+				tokens = append(tokens, l.Token)
+				assert.Len(t, running, 1, "fn runs on two replicas")
+				mu.Unlock()
+				<-ctx.Done()
+				mu.Lock()
+				running = running[1:]
+				mu.Unlock()
+				return ctx.Err()
+			})
+			return decorator.Decorate(job, e, decorator.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		}
+		a, b := replica("a"), replica("b")
+		require.NoError(t, a.Start(t.Context()))
+		synctest.Wait()
+		require.NoError(t, b.Start(t.Context()))
+		time.Sleep(time.Minute)
+		mu.Lock()
+		assert.Equal(t, []string{"a"}, running)
+		mu.Unlock()
+
+		require.NoError(t, a.Stop(t.Context()))
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []string{"b"}, running, "b takes over once a's fn has returned")
+		assert.Equal(t, []uint64{1, 2}, tokens)
+		mu.Unlock()
+		require.NoError(t, b.Stop(t.Context()))
+	})
+}

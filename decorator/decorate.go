@@ -37,11 +37,13 @@ func Decorate[J Job](j J, e elector.Elector, opts ...Option) J {
 	return any(newDecorated(j, e, opts)).(J)
 }
 
-// The methods of a decorated job are those that decoratable.Check allows J to have.
+// A decorated job has the methods that decoratable.Check allows J to have,
+// and those of Status, which StatusOf reaches whatever J is.
 var _ interface {
 	Job
 	Unwrap() Job
 	fmt.Stringer
+	Status
 } = (*decorated)(nil)
 
 // newDecorated builds the immutable part of a decorated job.
@@ -56,6 +58,7 @@ func newDecorated(j Job, e elector.Elector, opts []Option) *decorated {
 		stopTimeout:  cfg.stopTimeout,
 		backoffMin:   cfg.backoffMin,
 		backoffMax:   cfg.backoffMax,
+		observer:     cfg.observer,
 	}
 	errs := cfg.errs
 	if j == nil {
@@ -70,8 +73,8 @@ func newDecorated(j Job, e elector.Elector, opts []Option) *decorated {
 	return d
 }
 
-// decorated is the job Decorate returns. Everything but mu, cur and last is
-// fixed at construction.
+// decorated is the job Decorate returns. Everything but mu, cur, last and
+// status is fixed at construction.
 type decorated struct {
 	inner        Job // the middleware-wrapped job
 	elector      elector.Elector
@@ -81,8 +84,11 @@ type decorated struct {
 	stopTimeout  time.Duration
 	backoffMin   time.Duration
 	backoffMax   time.Duration
-	jobName      string // %T of the job given to Decorate
-	err          error  // bad input: Start returns it
+	observer     elector.Observer // nil if none
+	jobName      string           // %T of the job given to Decorate
+	err          error            // bad input: Start returns it
+
+	status status // what the Status methods read
 
 	mu   sync.Mutex
 	cur  *run // the running campaign; nil when stopped
@@ -206,8 +212,8 @@ func (d *decorated) Unwrap() Job { return d.inner }
 // String names the decorated job and its lease, e.g.
 // `leader job *jobs.Prices (lease "prices")`.
 func (d *decorated) String() string {
-	if n, ok := d.elector.(interface{ Name() string }); ok {
-		return fmt.Sprintf("leader job %s (lease %q)", d.jobName, n.Name())
+	if n := d.leaseName(); n != "" {
+		return fmt.Sprintf("leader job %s (lease %q)", d.jobName, n)
 	}
 	return "leader job " + d.jobName
 }

@@ -81,6 +81,18 @@
 // and the options are fixed by Decorate. Start/Stop cycles add no layers,
 // no goroutines and no hooks, and Decorate mutates nothing it is given.
 //
+// # Observing
+//
+// [WithObserver] reports the job's elections, demotions (with their cause)
+// and inner Start and Stop calls to an [elector.Observer], such as the
+// Prometheus and OpenTelemetry adapters in contrib/; the inner job's
+// contexts carry it, so fenced writes report to it too. The job Decorate
+// returns is also a [Status] ([StatusOf]): whether it leads, a [Snapshot]
+// of its term, and a health check ([HealthCheck]) that fails only while an
+// inner Start or Stop has overrun its timeout and not returned, the job
+// possibly running after its term was abandoned. Followers are healthy:
+// never gate readiness on leadership.
+//
 // # Stock middleware
 //
 // [Recover] turns panics into a *[PanicError], and [Log] logs each call with

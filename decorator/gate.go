@@ -55,7 +55,7 @@ func (d *decorated) gate(runCtx, base context.Context, r *run) {
 // lead runs the inner job for one term, then ends the term. It returns true
 // when Stop ended the run.
 func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term, bo *backoff) (stopped bool) {
-	tctx := elector.ContextWithTerm(base, term)
+	tctx := d.jobContext(base, term)
 	started, err := d.start(runCtx, tctx, r, term)
 	if err != nil {
 		d.end(tctx, r, term, false, stopRequest{ctx: base}, err)
@@ -82,7 +82,8 @@ func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term
 // been called yet, or abandons it if the inner Start runs (the job may be
 // starting), and reports what overran; the gate goes on once the call
 // returns, and never starts the job for a term that has ended. started
-// reports whether the inner Start returned nil; err is its error.
+// reports whether the inner Start returned nil; err is its error. An inner
+// Start that overran is the job's Status overrun until it returns.
 func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Term) (started bool, err error) {
 	deadline := time.Now().Add(d.startTimeout)
 	// claimed is set by whichever comes first: the gate about to call the
@@ -94,18 +95,23 @@ func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Ter
 			what = "OnElected hook"
 			d.resign(tctx, nil, term, tctx)
 		} else {
+			d.status.setOverran(what, d.startTimeout)
 			d.abandon(tctx, nil, term)
 		}
 		d.report(tctx, nil, fmt.Errorf("decorator: %s of %s did not return within %v", what, d.jobName, d.startTimeout))
 	})
-	defer stop()
+	defer func() {
+		if stop() {
+			d.status.clearOverran()
+		}
+	}()
 	d.elected(tctx, r, term)
 	if runCtx.Err() != nil || isClosed(term.Done()) || !claimed.CompareAndSwap(false, true) {
 		return false, nil
 	}
 	ctx, cancel := context.WithDeadline(tctx, deadline)
 	defer cancel()
-	if err := d.callStart(ctx, r); err != nil {
+	if err := d.callStart(ctx, r, term); err != nil {
 		return false, fmt.Errorf("decorator: start %s: %w", d.jobName, err)
 	}
 	return true, nil
@@ -114,17 +120,19 @@ func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Ter
 // end is the one way a term this replica led ends: it stops the inner job if
 // it started (see stopJob), resigns the term (freeing the lease) unless the
 // job may still run, reports failure (the inner Start's error) if any, and
-// runs OnDemoted with failure or, if nil, the term's error.
+// reports the demotion with failure (CauseStartFailed) or, if nil, the
+// term's error as its cause.
 func (d *decorated) end(tctx context.Context, r *run, term elector.Term, started bool, req stopRequest, failure error) {
 	if !started || d.stopJob(tctx, r, term, req) {
 		d.resign(tctx, r, term, req.ctx)
 	}
 	cause := term.Err()
+	kind := elector.CauseOf(cause)
 	if failure != nil {
 		d.report(tctx, r, failure)
-		cause = failure
+		cause, kind = failure, elector.CauseStartFailed
 	}
-	d.demoted(tctx, r, term, cause)
+	d.demoted(tctx, r, term, cause, kind)
 }
 
 // stopJob stops the inner job while the term stays held (renewing): first
@@ -133,21 +141,23 @@ func (d *decorated) end(tctx context.Context, r *run, term elector.Term, started
 // req.deadline. It returns true if the inner Stop returned nil in time.
 // Otherwise it has abandoned the term and reported why: a watchdog does so at
 // req.deadline if the inner Stop has not returned, and the gate stays in the
-// inner Stop until it does.
+// inner Stop until it does: meanwhile, that is the job's Status overrun.
 func (d *decorated) stopJob(tctx context.Context, r *run, term elector.Term, req stopRequest) bool {
 	overran := watchdog(req.deadline, func() {
+		d.status.setOverran("inner Stop", d.stopTimeout)
 		d.abandon(tctx, nil, term)
 		d.report(tctx, nil, fmt.Errorf("decorator: inner Stop of %s has not returned after %v; its lease is left to run out", d.jobName, d.stopTimeout))
 	})
-	ctx, cancel := context.WithDeadline(elector.ContextWithTerm(req.ctx, term), req.deadline)
+	ctx, cancel := context.WithDeadline(d.jobContext(req.ctx, term), req.deadline)
 	defer cancel()
-	err := d.callStop(ctx, r)
+	err := d.callStop(ctx, r, term)
 	if err != nil && time.Now().Before(req.deadline) {
 		retry, cancel := context.WithDeadline(context.WithoutCancel(ctx), req.deadline)
-		err = d.callStop(retry, r)
+		err = d.callStop(retry, r, term)
 		cancel()
 	}
 	if overran() {
+		d.status.clearOverran()
 		return false
 	}
 	if err != nil {
@@ -211,16 +221,30 @@ func (d *decorated) abandon(logCtx context.Context, r *run, term elector.Term) {
 	}
 }
 
-// callStart runs the inner Start, turning a panic into a *PanicError.
-func (d *decorated) callStart(ctx context.Context, r *run) error {
-	r.step("inner Start")
-	return protect("Start", func() error { return d.inner.Start(ctx) })
+// jobContext returns parent with term and the observer: the values the
+// inner job's contexts carry.
+func (d *decorated) jobContext(parent context.Context, term elector.Term) context.Context {
+	return elector.ContextWithObserver(elector.ContextWithTerm(parent, term), d.observer)
 }
 
-// callStop runs the inner Stop, turning a panic into a *PanicError.
-func (d *decorated) callStop(ctx context.Context, r *run) error {
+// callStart runs the inner Start, turning a panic into a *PanicError, and
+// reports it (EventJobStart).
+func (d *decorated) callStart(ctx context.Context, r *run, term elector.Term) error {
+	r.step("inner Start")
+	begin := time.Now()
+	err := protect("Start", func() error { return d.inner.Start(ctx) })
+	d.observeCall(elector.EventJobStart, term, begin, err)
+	return err
+}
+
+// callStop runs the inner Stop, turning a panic into a *PanicError, and
+// reports it (EventJobStop).
+func (d *decorated) callStop(ctx context.Context, r *run, term elector.Term) error {
 	r.step("inner Stop")
-	return protect("Stop", func() error { return d.inner.Stop(ctx) })
+	begin := time.Now()
+	err := protect("Stop", func() error { return d.inner.Stop(ctx) })
+	d.observeCall(elector.EventJobStop, term, begin, err)
+	return err
 }
 
 // stopRequestOf returns the request Stop sent, which is there whenever the

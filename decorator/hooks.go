@@ -65,16 +65,30 @@ func composeHooks(hs []Hooks) hookSet {
 	return s
 }
 
-// elected logs the new term and runs the OnElected hooks.
+// elected records the new term for Status, reports it (EventElected), logs
+// it and runs the OnElected hooks.
 func (d *decorated) elected(ctx context.Context, r *run, t elector.Term) {
+	d.status.setTerm(t)
+	if d.observer != nil {
+		trust, _ := trustOf(t)
+		d.observe(t, elector.Event{Kind: elector.EventElected, Trust: trust})
+	}
 	d.logTerm(ctx, "elected", nil)
 	for _, f := range d.hooks.elected {
 		d.callHook(ctx, r, "OnElected", func() { f(ctx, t) })
 	}
 }
 
-// demoted logs the end of the term and runs the OnDemoted hooks.
-func (d *decorated) demoted(ctx context.Context, r *run, t elector.Term, cause error) {
+// demoted reports the end of the term (EventDemoted with kind; Err is cause
+// unless resigned), clears it from Status, logs it and runs the OnDemoted
+// hooks.
+func (d *decorated) demoted(ctx context.Context, r *run, t elector.Term, cause error, kind elector.Cause) {
+	ev := elector.Event{Kind: elector.EventDemoted, Cause: kind}
+	if kind != elector.CauseResigned {
+		ev.Err = cause
+	}
+	d.observe(t, ev)
+	d.status.setTerm(nil)
 	d.logTerm(ctx, "demoted", cause)
 	for _, f := range d.hooks.demoted {
 		d.callHook(ctx, r, "OnDemoted", func() { f(ctx, t, cause) })

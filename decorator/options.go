@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // Defaults of the options.
@@ -29,6 +31,7 @@ type config struct {
 	hooks        []Hooks
 	mws          []Middleware
 	logger       *slog.Logger
+	observer     elector.Observer
 	startTimeout time.Duration
 	stopTimeout  time.Duration
 	backoffMin   time.Duration
@@ -85,6 +88,36 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		c.logger = l
 	})
+}
+
+// WithObserver sets the observer of the decorated job. It reports, with the
+// lease name, holder and token of the term:
+//
+//   - [elector.EventElected] when this replica won a term, before OnElected
+//     (with Trust if the term tells it, by a method
+//     TrustRemaining() time.Duration; else 0);
+//   - [elector.EventJobStart] and [elector.EventJobStop] when the inner Start
+//     or Stop returned: Duration of the call, Result ok or error, and Err.
+//     An inner Stop that is tried again is reported twice, and one that
+//     never returns, never;
+//   - [elector.EventDemoted] once the term is settled, before OnDemoted:
+//     exactly one per EventElected. Cause is [elector.CauseStartFailed] if the
+//     inner Start failed, and otherwise [elector.CauseOf] the term's error
+//     (resigned, lost, expired, abandoned or store error); Err is the cause
+//     unless resigned.
+//
+// The inner job's contexts carry o ([elector.ContextWithObserver]), so that
+// its store's fenced writes ([elector.ObserveFenced]) report to it too.
+// Campaigns and store calls are the elector's to report: give it the same
+// observer ([elector.Config.Observer]).
+//
+// Observe is called synchronously, on the decorated job's goroutine, and
+// must return quickly and never block: the job waits for it between taking
+// a term and starting, and between stopping and freeing the lease. A nil o
+// sets none; the last WithObserver wins. Without an observer, nothing is
+// reported and nothing is allocated for it.
+func WithObserver(o elector.Observer) Option {
+	return option(func(c *config) { c.observer = o })
 }
 
 // WithStartTimeout bounds OnElected and the inner job's Start together,

@@ -23,7 +23,9 @@ type Elector interface {
 
 // Term is one period of leadership. Its methods are safe for concurrent use.
 // A term renews its lease until it ends: a caller that no longer needs it
-// must Resign or Abandon it, even after Done is closed.
+// must Resign or Abandon it, even after Done is closed. The terms of a
+// [LeaseElector] also have TrustRemaining() time.Duration: how long the term
+// is still trusted (0 once it ended), for status displays.
 type Term interface {
 	// Lease returns the lease as of the term's last successful acquire or
 	// renew: its name, holder and token identify the term to a fenced write.

@@ -551,3 +551,18 @@ func TestStuckRenewalLeavesTimeToRetry(t *testing.T) {
 		require.NoError(t, term.Resign(t.Context()))
 	})
 }
+
+func TestTrustRemaining(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		term := campaign(t, newElector(t, elector.NewMemoryStore(), "a", fast))
+		trust := term.(interface{ TrustRemaining() time.Duration })
+		assert.Equal(t, 2700*time.Millisecond, trust.TrustRemaining())
+		time.Sleep(500 * time.Millisecond)
+		assert.Equal(t, 2200*time.Millisecond, trust.TrustRemaining())
+		time.Sleep(fast.RenewInterval) // renewed at 1s
+		synctest.Wait()
+		assert.Equal(t, 2200*time.Millisecond, trust.TrustRemaining())
+		require.NoError(t, term.Resign(t.Context()))
+		assert.Zero(t, trust.TrustRemaining())
+	})
+}

@@ -23,9 +23,10 @@ type leaseTerm struct {
 	stopRenew   context.CancelFunc
 	renewExited chan struct{} // closed when the renew goroutine returns
 
-	mu    sync.Mutex
-	lease Lease // updated by each successful renewal
-	err   error // set once, when done is closed
+	mu         sync.Mutex
+	lease      Lease     // updated by each successful renewal
+	trustUntil time.Time // a reading of clock.Now; updated likewise
+	err        error     // set once, when done is closed
 
 	resignMu sync.Mutex // serializes Resign and Abandon
 	settled  bool       // released, or abandoned; guarded by resignMu
@@ -42,6 +43,7 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 		stopRenew:   cancel,
 		renewExited: make(chan struct{}),
 		lease:       l,
+		trustUntil:  trustedUntil(acquireStart, e.cfg.TTL),
 		token:       l.Token,
 		name:        l.Name,
 	}
@@ -62,6 +64,18 @@ func (t *leaseTerm) Err() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.err
+}
+
+// TrustRemaining returns how long the term is still trusted: until the end
+// of the trust window its last successful acquire or renew opened, on a
+// clock that counts suspend; 0 once the term has ended.
+func (t *leaseTerm) TrustRemaining() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return 0
+	}
+	return max(clock.Until(t.trustUntil), 0)
 }
 
 func (t *leaseTerm) Lease() Lease {
@@ -170,10 +184,10 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 		t.elector.observeOp(OpRenew, t.token, start, clock.Now(), err)
 		switch {
 		case err == nil:
-			t.mu.Lock()
-			t.lease = l
-			t.mu.Unlock()
 			trustUntil = trustedUntil(start, t.ttl)
+			t.mu.Lock()
+			t.lease, t.trustUntil = l, trustUntil
+			t.mu.Unlock()
 			next, lastErr = start.Add(t.renewEvery), nil
 		case ctx.Err() != nil:
 			return // resigned

@@ -53,7 +53,7 @@ func TestBusyIsRetried(t *testing.T) {
 			committed := holdWriteLock(t, other, 100*time.Millisecond)
 			if tc.opts != nil {
 				// Without the store's retry, the same statement fails.
-				_, err := impatient.ExecContext(bg(t), `INSERT INTO leaderaware_lease VALUES ('x', 'x', 1, 1, 1, 0, 0)`)
+				_, err := impatient.ExecContext(bg(t), `INSERT INTO leaderaware_lease (name, holder, token, version, ttl_ms, released, written_at) VALUES ('x', 'x', 1, 1, 1, 0, 0)`)
 				var se *sqlite.Error
 				require.ErrorAs(t, err, &se)
 				require.Equal(t, sqlite3.SQLITE_BUSY, se.Code()&0xff)

@@ -5,20 +5,24 @@
 // # The file
 //
 // [Open] creates the file with mode 0600 (SQLite gives the -wal and -shm
-// files the same mode) and two tables, which share the file with the jobs'
-// own tables:
+// files the same mode, and on Linux the store adds an empty -live file of
+// the same mode, see Process death) and two tables, which share the file
+// with the jobs' own tables:
 //
 //	leaderaware_meta (key TEXT PRIMARY KEY, value)
 //		-- 'schema_version'   → SchemaVersion
 //		-- 'token_high_water' → the largest token the file has issued
 //	leaderaware_lease (
-//		name       TEXT PRIMARY KEY,  -- the lease name
-//		holder     TEXT,              -- the current or last holder
-//		token      INTEGER,           -- fencing token of the term
-//		version    INTEGER,           -- grows with every write of the row
-//		ttl_ms     INTEGER,           -- the holder's TTL, in ms, rounded up
-//		released   INTEGER,           -- 1 once the term was released
-//		written_at INTEGER            -- Unix ms of the last write, for display
+//		name         TEXT PRIMARY KEY,  -- the lease name
+//		holder       TEXT,              -- the current or last holder
+//		token        INTEGER,           -- fencing token of the term
+//		version      INTEGER,           -- grows with every write of the row
+//		ttl_ms       INTEGER,           -- the holder's TTL, in ms, rounded up
+//		released     INTEGER,           -- 1 once the term was released
+//		written_at   INTEGER,           -- Unix ms of the last write, for display
+//		live_file    TEXT,              -- the holder Store's liveness file,
+//		live_offset  INTEGER,           --   the byte it locks, and the version
+//		live_version INTEGER            --   they were written with (NULL: unknown)
 //	)
 //
 // Lease rows are never deleted. A new token is larger than the row's last
@@ -85,6 +89,29 @@
 // [DefaultWatchInterval] and, when the file changed, wakes the watchers of
 // leases that are now free. Handoff between processes thus takes a few tens
 // of milliseconds instead of a RetryInterval.
+//
+// # Process death
+//
+// On Linux each Store opens the file <db>-live next to the database and,
+// from Open to Close, holds an open-file-description lock (F_OFD_SETLK) on
+// one byte of it, at a random offset below 2^62. Every acquire and renew
+// records the file and the byte in the lease row; the record counts only
+// while the row keeps the version it was written with. The kernel drops the
+// lock when the process dies, and only then: a stopped or frozen process
+// keeps it. So a TryAcquire that finds a lease held by another Store tests
+// that byte (F_OFD_GETLK), and if no lock is on it, no process of that
+// holder can still run the job: it takes the lease over at once, with a
+// compare-and-set on the version it just read. While candidates wait, one
+// goroutine per holding Store they wait for tests its byte every 5 ms and
+// wakes them when the lock is gone, so a crashed holder is replaced within
+// milliseconds instead of one TTL. Close first clears the record of the
+// leases its Store still holds (their jobs may still run, so candidates
+// wait the elapsed-time rule for them), then drops the lock. Containers that
+// share the host's kernel and the database's volume see each other's locks
+// and get the same. Outside Linux, and for a row without a valid record
+// (written by an older release, or through another -live file than the
+// candidate's), the elapsed-time rule alone applies. Open refuses a -live
+// file that is not an empty regular file or cannot be locked.
 //
 // # Fenced writes
 //

@@ -16,7 +16,9 @@ type LeaseRow struct {
 	elector.Lease
 	// Released reports that the last holder released the lease, so it is
 	// free. A held lease whose holder died is not released: candidates
-	// take it over once they have watched it unchanged for its TTL.
+	// take it over once they have watched it unchanged for its TTL, or on
+	// Linux at their next attempt (see Process death in the package
+	// documentation).
 	Released bool
 }
 

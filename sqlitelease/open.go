@@ -42,7 +42,9 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 // (truncated or deleted while a process had it open), a file on a network
 // filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode
 // ([ErrNotWAL]), a file whose store schema is newer than this package
-// ([ErrSchemaTooNew]), and a file whose lease table was dropped.
+// ([ErrSchemaTooNew]), a file whose lease table was dropped, and on Linux
+// a <path>-live file that is not an empty regular file or cannot be locked
+// (see Process death in the package documentation).
 //
 // Every connection runs with journal_mode=WAL, synchronous=NORMAL, the busy
 // timeout of [WithBusyTimeout], and BEGIN IMMEDIATE transactions. Open logs
@@ -77,6 +79,13 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, openError(path, err)
 	}
+	// The liveness lock comes last, next to a file known to be a lease
+	// store, and before any lease is written.
+	if s.live, err = openSidecar(abs); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	s.watch.live = s.live
 	attrs := []any{"path", abs}
 	if from < SchemaVersion {
 		attrs = append(attrs, "schema_version", SchemaVersion, "migrated_from", from)

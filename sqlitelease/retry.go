@@ -56,7 +56,13 @@ func retryBusy(ctx context.Context, op func() error) error {
 			return fmt.Errorf("%w (the database stayed busy: %w)", ctx.Err(), err)
 		case <-timer.C:
 		}
+		busy := err
 		if err = op(); err == nil || !isBusy(err) {
+			if err != nil && ctx.Err() != nil {
+				// ctx ended during this attempt, which the driver
+				// interrupted: the database was still busy.
+				return fmt.Errorf("%w (the database stayed busy: %w)", ctx.Err(), busy)
+			}
 			return err
 		}
 		backoff = min(2*backoff, maxBusyBackoff)

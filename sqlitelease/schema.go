@@ -11,7 +11,7 @@ import (
 
 // SchemaVersion is the version of the tables this package keeps in the file.
 // Open migrates older files to it and refuses newer ones.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // The store's tables and triggers. Their names carry a prefix because jobs
 // keep their own tables in the same file (see [Store.Fenced]).
@@ -75,6 +75,19 @@ var migrations = [][]string{
 			INSERT INTO ` + metaTable + ` (key, value) VALUES ('` + highWaterKey + `', NEW.token)
 			ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value);
 		END`,
+	},
+
+	// Version 3: the holder's liveness lock (see live.go). live_file names
+	// the sidecar file the holder's Store locked ("dev:ino"), live_offset
+	// the byte it locks, and live_version the version of the row they were
+	// written with: they describe the holder only while the row still has
+	// that version, so a write by a version-2 process, which keeps running
+	// on the migrated table and leaves these columns alone, makes them
+	// stale. Existing rows get NULL: unknown, the elapsed-time rule alone.
+	{
+		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_file TEXT`,
+		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_offset INTEGER CHECK (live_offset > 0)`,
+		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_version INTEGER`,
 	},
 }
 

@@ -31,6 +31,10 @@ type Store struct {
 	file os.FileInfo // the database file as Open found it
 	cfg  config
 	db   *sql.DB
+	live *sidecar // the liveness lock; nil outside Linux
+	// recorded is set once a statement may have recorded live in a lease
+	// row: Close has rows to clear only after that.
+	recorded atomic.Bool
 
 	// leaseSem (capacity 1) serializes lease operations on lc; waiting for
 	// it respects the caller's context. It guards lc and closed.
@@ -68,25 +72,38 @@ const (
 	// row. The token exceeds the row's last one, every token the file ever
 	// issued (the high-water mark, which survives deleted rows), and ?6,
 	// the wall clock in microseconds, which survives a lost file or a
-	// rolled-back commit. ?7 is the wall clock in ms.
-	acquireSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, version, ttl_ms, released, written_at)
-VALUES (?1, ?2, max(?6, coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0) + 1), 1, ?3, 0, ?7)
+	// rolled-back commit. ?7 is the wall clock in ms. ?8 and ?9 are the
+	// Store's liveness file and byte (NULL if it has none).
+	acquireSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, version, ttl_ms, released, written_at,
+	live_file, live_offset, live_version)
+VALUES (?1, ?2, max(?6, coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0) + 1), 1, ?3, 0, ?7,
+	?8, ?9, 1)
 ON CONFLICT (name) DO UPDATE SET
 	holder = excluded.holder,
 	token = max(token + 1, excluded.token),
 	version = version + 1,
 	ttl_ms = excluded.ttl_ms,
 	released = 0,
-	written_at = excluded.written_at
+	written_at = excluded.written_at,
+	live_file = excluded.live_file,
+	live_offset = excluded.live_offset,
+	live_version = version + 1
 WHERE released OR (token = ?4 AND version = ?5)
 RETURNING token, version`
-	// getSQL reads the current, unreleased term of a lease.
-	getSQL = `SELECT holder, token, version, ttl_ms, written_at FROM ` + leaseTable + `
+	// getSQL reads the current, unreleased term of a lease, with its
+	// holder's liveness file and byte if the row's version is the one they
+	// were recorded with (NULL otherwise: unknown).
+	getSQL = `SELECT holder, token, version, ttl_ms, written_at,
+	CASE WHEN live_version = version THEN live_file END,
+	CASE WHEN live_version = version THEN live_offset END
+FROM ` + leaseTable + `
 WHERE name = ?1 AND NOT released`
 	// renewSQL records a new TTL (?4 ms) for the term ?1 ?2 ?3 (name,
 	// holder, token) if it is still current and unreleased, and bumps the
-	// version. ?5 is the wall clock in ms.
-	renewSQL = `UPDATE ` + leaseTable + ` SET version = version + 1, ttl_ms = ?4, written_at = ?5
+	// version. ?5 is the wall clock in ms; ?6 and ?7 the Store's liveness
+	// file and byte.
+	renewSQL = `UPDATE ` + leaseTable + ` SET version = version + 1, ttl_ms = ?4, written_at = ?5,
+	live_file = ?6, live_offset = ?7, live_version = version + 1
 WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released
 RETURNING version`
 	// releaseSQL marks the term ?1 ?2 ?3 released if it is still current,
@@ -209,6 +226,10 @@ func (s *Store) checkFile() error {
 // milliseconds, and never issues a token below the wall clock in
 // microseconds, so that tokens keep growing even after the file was deleted
 // or restored from an older copy.
+//
+// On Linux, a lease held by another Store whose liveness lock is gone (its
+// process died, see the package documentation) is taken over at once, with
+// a compare-and-set on the version just read, whatever the caller observed.
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := checkArgs(name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -217,14 +238,20 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		return elector.Lease{}, err
 	}
 	ttlMs := millisUp(ttl)
-	var l elector.Lease
+	liveFile, liveOffset := s.live.args()
+	var (
+		l       elector.Lease
+		waitFor holderID // the live holder of a held lease
+	)
 	err := s.withLease(ctx, func(lc *leaseConn) error {
+		try := observed
 		for {
 			wall := clock.Wall()
 			var token, version int64
-			rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(observed.Token), sqlInt(observed.Version),
-				wall.UnixMicro(), wall.UnixMilli())
+			rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(try.Token), sqlInt(try.Version),
+				wall.UnixMicro(), wall.UnixMilli(), liveFile, liveOffset)
 			err = scanOne(rows, err, &token, &version)
+			s.noteRecorded(err)
 			if err == nil {
 				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version),
 					TTL: fromMillis(ttlMs), Written: time.UnixMilli(wall.UnixMilli())}
@@ -233,36 +260,52 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 			if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			// Another term holds the lease: report it.
-			cur, err := lc.current(ctx, name)
-			if err == nil {
+			// Another term holds the lease.
+			cur, id, err := lc.current(ctx, name)
+			switch {
+			case err == nil && s.live.gone(id):
+				// No process of its holder is left to run the job: take
+				// this very version over.
+				try = cur
+			case err == nil:
+				waitFor = id
 				return &elector.HeldError{Lease: cur}
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
+			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
-			// It was released in between: try again.
+			// It changed in between: try again.
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
 	})
+	s.watch.track(name, waitFor)
 	if err != nil {
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
 	return l, nil
 }
 
-// current reads the current, unreleased term of name, or returns
-// sql.ErrNoRows.
-func (lc *leaseConn) current(ctx context.Context, name string) (elector.Lease, error) {
+// noteRecorded notes the result of an acquire or renew statement: unless it
+// matched no row, it may have recorded this Store's liveness in a row.
+func (s *Store) noteRecorded(err error) {
+	if s.live != nil && !errors.Is(err, sql.ErrNoRows) {
+		s.recorded.Store(true)
+	}
+}
+
+// current reads the current, unreleased term of name and its holder's
+// liveness record, or returns sql.ErrNoRows.
+func (lc *leaseConn) current(ctx context.Context, name string) (elector.Lease, holderID, error) {
 	var token, version, ttlMs, written int64
+	var liveFile sql.NullString
+	var liveOffset sql.NullInt64
 	l := elector.Lease{Name: name}
-	if err := lc.get.QueryRowContext(ctx, name).Scan(&l.Holder, &token, &version, &ttlMs, &written); err != nil {
-		return elector.Lease{}, err
+	if err := lc.get.QueryRowContext(ctx, name).Scan(&l.Holder, &token, &version, &ttlMs, &written, &liveFile, &liveOffset); err != nil {
+		return elector.Lease{}, holderID{}, err
 	}
 	l.Token, l.Version, l.TTL, l.Written = uint64(token), uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
-	return l, nil
+	return l, scanLive(liveFile, liveOffset), nil
 }
 
 // Renew implements [elector.Store]. Like TryAcquire, it keeps ttl rounded up
@@ -275,10 +318,13 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	}
 	ttlMs := millisUp(ttl)
 	written := clock.Wall().UnixMilli()
+	liveFile, liveOffset := s.live.args()
 	var version int64
 	err := s.withLease(ctx, func(lc *leaseConn) error {
-		rows, err := lc.renew.QueryContext(ctx, l.Name, l.Holder, sqlInt(l.Token), ttlMs, written)
-		return scanOne(rows, err, &version)
+		rows, err := lc.renew.QueryContext(ctx, l.Name, l.Holder, sqlInt(l.Token), ttlMs, written, liveFile, liveOffset)
+		err = scanOne(rows, err, &version)
+		s.noteRecorded(err)
+		return err
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -323,7 +369,7 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	}
 	var l elector.Lease
 	err := s.withLease(ctx, func(lc *leaseConn) (err error) {
-		l, err = lc.current(ctx, name)
+		l, _, err = lc.current(ctx, name)
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -394,9 +440,15 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Path returns the path of the database file as given to [Open].
 func (s *Store) Path() string { return s.path }
 
-// Close stops the store's goroutine, closes its connections and the
+// Close stops the store's goroutines, closes its connections and the
 // database handle. Later calls return the result of the first. Operations
 // after Close return [ErrClosed].
+//
+// On Linux, Close first clears the liveness record of every lease this
+// Store still holds (its terms may still be running: candidates then wait
+// the elapsed-time rule for them), and only then drops its liveness lock.
+// If it cannot clear them, it returns an error and keeps the lock until the
+// process exits.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.isClosed.Store(true)
@@ -407,10 +459,16 @@ func (s *Store) Close() error {
 		s.lc = nil
 		<-s.leaseSem
 		var errs []error
+		clearErr := s.clearLive(lc)
 		if lc != nil {
 			errs = append(errs, lc.close())
 		}
 		errs = append(errs, s.db.Close())
+		if clearErr != nil {
+			errs = append(errs, clearErr) // and the lock stays: the leases' jobs may still run
+		} else {
+			errs = append(errs, s.live.close())
+		}
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("sqlitelease: close %q: %w", s.path, err)
 		}

@@ -17,27 +17,39 @@ import (
 // values are possible; the channel is never closed. The caller must call
 // stop when it no longer watches.
 //
+// On Linux the channel also receives soon after the holder of the lease
+// died or closed its Store, once a candidate's TryAcquire through this Store
+// found the lease held by it (see the package documentation).
+//
 // While anyone watches, one goroutine per Store polls PRAGMA data_version on
-// a connection of its own; it stops when the last watcher stops, or at
-// [Store.Close]. After Close the channel never receives.
+// a connection of its own, and one goroutine per holder that watched leases
+// wait for tests that holder's liveness lock; they stop when the last
+// watcher stops, or at [Store.Close]. After Close the channel never
+// receives.
 func (s *Store) WatchRelease(name string) (released <-chan struct{}, stop func()) {
 	return s.watch.add(name)
 }
 
-// watchState holds the release watchers of a Store and its poller.
+// watchState holds the release watchers of a Store, its poller and its
+// holder watches.
 type watchState struct {
 	db       *sql.DB
 	interval time.Duration
+	live     *sidecar // nil without liveness locks; set by Open
 
-	// lifeMu serializes starting and stopping the poller; the poller never
-	// takes it, so stopping may wait for the poller while holding it.
+	// lifeMu serializes starting and stopping the goroutines; they never
+	// take it, so stopping may wait for them while holding it.
 	lifeMu sync.Mutex
-	poller *poller // guarded by lifeMu; nil while nobody watches
+	poller *poller              // guarded by lifeMu; nil while nobody watches
+	lives  map[holderID]*poller // guarded by lifeMu: one goroutine per holder waited for
 
-	mu       sync.Mutex // guards watchers, count and closed
+	mu       sync.Mutex // guards watchers, count, closed and holderOf
 	watchers map[string]map[*watcher]struct{}
 	count    int
 	closed   bool
+	// holderOf maps a watched lease name to the holder its candidates
+	// wait for, as this Store's last TryAcquire of it found.
+	holderOf map[string]holderID
 }
 
 type watcher struct{ ch chan struct{} }
@@ -45,6 +57,8 @@ type watcher struct{ ch chan struct{} }
 func (w *watchState) init(db *sql.DB, interval time.Duration) {
 	w.db, w.interval = db, interval
 	w.watchers = make(map[string]map[*watcher]struct{})
+	w.lives = make(map[holderID]*poller)
+	w.holderOf = make(map[string]holderID)
 }
 
 func (w *watchState) add(name string) (<-chan struct{}, func()) {
@@ -84,15 +98,23 @@ func (w *watchState) remove(name string, wt *watcher) {
 			}
 		}
 	}
+	_, waited := w.holderOf[name]
+	forget := waited && w.watchers[name] == nil // nobody waits for its holder anymore
+	if forget {
+		delete(w.holderOf, name)
+	}
 	idle := w.count == 0
 	w.mu.Unlock()
 	if idle && w.poller != nil {
 		w.poller.stop()
 		w.poller = nil
 	}
+	if forget {
+		w.syncLives()
+	}
 }
 
-// close stops the poller and keeps it from starting again.
+// close stops the goroutines and keeps them from starting again.
 func (w *watchState) close() {
 	w.lifeMu.Lock()
 	defer w.lifeMu.Unlock()
@@ -103,12 +125,18 @@ func (w *watchState) close() {
 		w.poller.stop()
 		w.poller = nil
 	}
+	w.syncLives()
 }
 
 // notify wakes the watchers of the named lease without blocking.
 func (w *watchState) notify(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.notifyLocked(name)
+}
+
+// notifyLocked is notify for a caller that holds mu.
+func (w *watchState) notifyLocked(name string) {
 	for wt := range w.watchers[name] {
 		select {
 		case wt.ch <- struct{}{}:
@@ -128,10 +156,20 @@ func (w *watchState) names() []string {
 	return names
 }
 
-// poller is the store's one watching goroutine.
+// poller is one of the store's watching goroutines.
 type poller struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// finished reports whether the goroutine has returned.
+func (p *poller) finished() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func startPoller(w *watchState) *poller {

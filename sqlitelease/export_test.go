@@ -1,0 +1,42 @@
+package sqlitelease
+
+import "time"
+
+// Die drops the liveness lock of s without clearing the liveness records of
+// its leases, as the death of its process would, as far as other Stores can
+// see. s keeps working otherwise; Close it as usual.
+func Die(s *Store) error { return s.live.close() }
+
+// LiveRecord returns the liveness file identity and byte that s records in
+// the leases it acquires and renews (zero values without a sidecar).
+func LiveRecord(s *Store) (file string, offset int64) {
+	if s.live == nil {
+		return "", 0
+	}
+	return s.live.file, s.live.offset
+}
+
+// HolderWatches returns how many holders s is testing the liveness of.
+func HolderWatches(s *Store) int {
+	s.watch.lifeMu.Lock()
+	defer s.watch.lifeMu.Unlock()
+	n := 0
+	for _, p := range s.watch.lives {
+		if !p.finished() {
+			n++
+		}
+	}
+	return n
+}
+
+// SetCloseTimeout sets how long Close tries to clear liveness records, and
+// returns a function that restores it.
+func SetCloseTimeout(d time.Duration) (restore func()) {
+	old := closeTimeout
+	closeTimeout = d
+	return func() { closeTimeout = old }
+}
+
+// Locked reports whether s, testing through its own liveness file, finds the
+// liveness lock of other held.
+func Locked(s, other *Store) (bool, error) { return s.live.held(other.live.offset) }

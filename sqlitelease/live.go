@@ -1,0 +1,232 @@
+package sqlitelease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
+)
+
+// liveInterval is how often a Store tests the liveness byte of a holder
+// whose lease its candidates wait for. A blocking F_OFD_SETLKW cannot be
+// interrupted in a Go program: the runtime installs every signal handler
+// with SA_RESTART, and the kernel restarts a lock wait after the handler,
+// so Close could neither end nor wait for such a goroutine. A test
+// (F_OFD_GETLK) is one non-blocking system call of about a microsecond, so
+// polling it this often costs little and bounds the delay after a death.
+const liveInterval = 5 * time.Millisecond
+
+// closeTimeout bounds how long Close tries to clear the liveness records of
+// the leases its Store still holds. Tests shorten it.
+var closeTimeout = 10 * time.Second
+
+// errSidecarClosed is returned by a sidecar's test after its close.
+var errSidecarClosed = errors.New("the liveness file is closed")
+
+// sidecar is the liveness file of a Store: the file <db>-live, in which the
+// Store holds an open-file-description lock on one byte at a random offset
+// from Open to Close. The kernel drops the lock when the last descriptor of
+// it closes, which for a process that dies is its death. The descriptor is
+// a raw one, not an *os.File, whose finalizer would drop the lock if a
+// Store were dropped without Close while its job still ran.
+type sidecar struct {
+	path   string // for error messages
+	file   string // "dev:ino": the file's identity, which every row records
+	offset int64  // the byte this Store locks, > 0
+
+	mu sync.Mutex // guards fd, so that a test never uses a closed or reused descriptor
+	fd int        // -1 once closed
+}
+
+// holderID identifies the Store instance of a lease's holder: the liveness
+// file and byte it locks. The zero holderID is unknown.
+type holderID struct {
+	file   string
+	offset int64
+}
+
+// known reports whether id names a byte.
+func (id holderID) known() bool { return id.file != "" && id.offset > 0 }
+
+// args returns the live_file and live_offset values that the lease
+// statements record for this Store: NULL where it has no sidecar.
+func (sc *sidecar) args() (file, offset any) {
+	if sc == nil {
+		return nil, nil
+	}
+	return sc.file, sc.offset
+}
+
+// testable reports whether this Store can test the liveness of the holder
+// id: the holder locked a byte of the file this Store has open, and is not
+// this Store itself (whose own lock never conflicts with its tests).
+func (sc *sidecar) testable(id holderID) bool {
+	return sc != nil && id.known() && id.file == sc.file && id.offset != sc.offset
+}
+
+// gone reports whether the holder id is proven to have no process left that
+// could run its job: no lock is on its byte. Any doubt (an untestable
+// holder, an error) is false.
+func (sc *sidecar) gone(id holderID) bool {
+	if !sc.testable(id) {
+		return false
+	}
+	held, err := sc.held(id.offset)
+	return err == nil && !held
+}
+
+// clearSQL forgets the liveness record of every unreleased lease that this
+// Store (?1 file, ?2 offset) holds, bumping the version. Candidates then
+// apply the elapsed-time rule alone to those leases.
+const clearSQL = `UPDATE ` + leaseTable + ` SET version = version + 1, written_at = ?3,
+	live_file = NULL, live_offset = NULL, live_version = NULL
+WHERE live_file = ?1 AND live_offset = ?2 AND live_version = version AND NOT released`
+
+// clearLive runs clearSQL for Close, on lc if it is still there and on the
+// pool otherwise. A file that changed under the store needs nothing: the
+// rows that carry this Store's byte are in a file nobody can take a lease of
+// anymore.
+func (s *Store) clearLive(lc *leaseConn) error {
+	if s.live == nil || !s.recorded.Load() {
+		return nil
+	}
+	if err := s.checkFile(); errors.Is(err, ErrFileChanged) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	exec, query := s.db.ExecContext, s.db.QueryRowContext
+	if lc != nil {
+		exec, query = lc.conn.ExecContext, lc.conn.QueryRowContext
+	}
+	err := retryBusy(ctx, func() error {
+		_, err := exec(ctx, clearSQL, s.live.file, s.live.offset, clock.Wall().UnixMilli())
+		return err
+	})
+	if err != nil {
+		// A dropped lease table holds no rows to clear.
+		var n int
+		if query(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1`, leaseTable).Scan(&n) == nil && n == 0 {
+			return nil
+		}
+		return fmt.Errorf("clear the liveness records of the leases it holds, so its liveness lock in %q stays held until the process exits: %w",
+			s.live.path, err)
+	}
+	return nil
+}
+
+// track records that candidates of the lease name, if any watch it through
+// this Store, wait for the holder id, and keeps one goroutine testing each
+// distinct holder that watched leases wait for. A zero or untestable id
+// forgets the name's holder.
+func (w *watchState) track(name string, id holderID) {
+	if w.live == nil {
+		return
+	}
+	if !w.live.testable(id) {
+		id = holderID{}
+	}
+	w.lifeMu.Lock()
+	defer w.lifeMu.Unlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	if w.watchers[name] == nil {
+		id = holderID{} // nobody to wake
+	}
+	old, had := w.holderOf[name]
+	if id.known() {
+		w.holderOf[name] = id
+	} else {
+		delete(w.holderOf, name)
+	}
+	w.mu.Unlock()
+	switch {
+	case !had && !id.known():
+		return // nothing was or is waited for
+	case had && old == id:
+		if p := w.lives[id]; p != nil && !p.finished() {
+			return // already watched
+		}
+	}
+	w.syncLives()
+}
+
+// syncLives starts a goroutine for every holder that watched leases wait
+// for and stops the others. The caller holds lifeMu.
+func (w *watchState) syncLives() {
+	w.mu.Lock()
+	want := make(map[holderID]bool, len(w.holderOf))
+	if !w.closed {
+		for _, id := range w.holderOf {
+			want[id] = true
+		}
+	}
+	w.mu.Unlock()
+	for id, p := range w.lives {
+		if !want[id] || p.finished() {
+			p.stop()
+			delete(w.lives, id)
+		}
+	}
+	for id := range want {
+		if w.lives[id] == nil {
+			w.lives[id] = w.startHolderWatch(id)
+		}
+	}
+}
+
+// startHolderWatch starts the goroutine that tests the byte of the holder
+// id every liveInterval. When no lock is on it, the holder's process died
+// or its Store closed: the goroutine wakes the watchers of the leases that
+// wait for that holder, so that their candidates try again at once, and
+// ends.
+func (w *watchState) startHolderWatch(id holderID) *poller {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &poller{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		ticker := time.NewTicker(liveInterval)
+		defer ticker.Stop()
+		for {
+			if held, err := w.live.held(id.offset); err == nil && !held {
+				w.holderGone(id)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return p
+}
+
+// holderGone wakes the watchers of the leases that wait for the holder id,
+// and forgets that they do.
+func (w *watchState) holderGone(id holderID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, h := range w.holderOf {
+		if h == id {
+			delete(w.holderOf, name)
+			w.notifyLocked(name)
+		}
+	}
+}
+
+// scanLive returns the holder recorded by a lease row's live_file and
+// live_offset (NULL when unknown).
+func scanLive(file sql.NullString, offset sql.NullInt64) holderID {
+	if !file.Valid || !offset.Valid {
+		return holderID{}
+	}
+	return holderID{file: file.String, offset: offset.Int64}
+}

@@ -3,37 +3,45 @@
 //
 //	fx.New(
 //		fxmodule.Module(fxmodule.Config{SQLitePath: "app.db"}),
-//		fx.Provide(NewPriceRefresher), // returns PriceRefresher, an interface with Start and Stop
-//		fxmodule.LeaderJob[PriceRefresher]("price-refresh"),
+//		fx.Provide(NewCacheWarmer), // returns *CacheWarmer, which has Start and Stop
+//		fxmodule.LeaderJob[*CacheWarmer]("cache-warmer"),
 //	)
 //
 // [Module] (the fx module "leaderaware") provides the lease store
-// ([elector.Store]: a *sqlitelease.Store on one SQLite file by default,
-// closed when the app stops) and the [elector.Config]. [LeaderJob]
-// decorates the job type in the graph with [decorator.Decorate] and appends
-// OnStart/OnStop hooks that start and stop the decorated job: on every
-// replica the job's constructor runs, but the job itself runs on the one
-// replica that holds its lease. Give each job an interface type of its own
-// (`type PriceRefresher decorator.Job`) and a lease name of its own.
+// ([elector.Store]: a *sqlitelease.Store on one SQLite file by default, or
+// a *pglease.Store with Config.PostgresDSN; closed when the app stops) and
+// the [elector.Config]. [LeaderJob] decorates the job of type J in the
+// graph with [decorator.Decorate] and appends OnStart/OnStop hooks that
+// start and stop the decorated job: on every replica the job's constructor
+// runs, but the job itself runs on the one replica that holds its lease. J
+// is the concrete type the constructor returns (the graph keeps the plain
+// job), or an interface type of the job's own, such as
+// `type PriceRefresher decorator.Job`, which LeaderJob replaces in the graph
+// with the decorated job. Give each job a lease name of its own, and
+// [WithElector] to a job whose pace differs from the others'.
 //
-// To keep leases in PostgreSQL (many hosts) or memory (tests) instead, add one
-// line next to Module:
+// The leases live in one SQLite file (replicas on one host), in PostgreSQL
+// (replicas on many hosts), or in any store given with [WithStore]:
 //
-//	fxmodule.WithStore(pgStore) // any elector.Store; the SQLite file is then never opened
+//	fxmodule.Module(fxmodule.Config{PostgresDSN: os.Getenv("DATABASE_URL")})
+//	fxmodule.WithStore(elector.NewMemoryStore()) // next to Module; tests
 //
 // # Errors
 //
-// Mistakes that can be seen before the app is built (a J that cannot be
-// decorated, a bad lease name, bad elector timings, a nil store) are
-// errors from fx.New (app.Err) that name the bad value: nothing is
-// constructed, opened or started, and nothing panics. So are two
-// mistakes that would otherwise go unnoticed, and the store is then not
-// opened: two jobs under one lease name (only one of them would ever run),
-// and the default SQLite path in Kubernetes (each pod would have a file of
-// its own, so every pod would lead).
+// Mistakes that can be seen before the app is built (an interface J that
+// cannot be replaced, a bad lease name, bad elector timings, a Config that
+// names two stores, a nil store) are errors from fx.New (app.Err) that name
+// the bad value: nothing is constructed, opened or started, and nothing
+// panics. So are mistakes that would otherwise go unnoticed, and the store
+// is then not opened: two jobs under one lease name (only one of them
+// would ever run), and the default SQLite path in Kubernetes (each pod
+// would have a file of its own, so every pod would lead). A LeaderJob
+// without Module is an error that starts with the fix ("add
+// fxmodule.Module(...) to the app"), and one whose J nothing provides says
+// "provide the job" and names J.
 //
 // # Without fx
 //
-// The constructors behind the module, [NewSQLiteStore] and [NewLeaderJob],
-// work without fx.
+// The constructors behind the module, [NewSQLiteStore], [NewPostgresStore]
+// and [NewLeaderJob], work without fx.
 package fxmodule

@@ -54,3 +54,46 @@ func Example() {
 	// started
 	// stopped
 }
+
+// CacheWarmer is a job the way most apps have one: a concrete type that its
+// constructor returns.
+type CacheWarmer struct{ warmed chan<- struct{} }
+
+func NewCacheWarmer(warmed chan<- struct{}) *CacheWarmer { return &CacheWarmer{warmed: warmed} }
+
+func (w *CacheWarmer) Start(context.Context) error {
+	fmt.Println("warming")
+	close(w.warmed)
+	return nil
+}
+
+func (w *CacheWarmer) Stop(context.Context) error {
+	fmt.Println("stopped")
+	return nil
+}
+
+// ExampleLeaderJob_concrete runs a job of a concrete type leader-aware, as
+// its constructor returns it. LeaderJob leaves the graph's *CacheWarmer as
+// it is (whatever else asks for it gets the plain job) and runs a decorated
+// copy of its own.
+func ExampleLeaderJob_concrete() {
+	warmed := make(chan struct{})
+	app := fx.New(
+		fx.NopLogger,
+		fxmodule.Module(fxmodule.Config{}),
+		fxmodule.WithStore(elector.NewMemoryStore()),
+		fx.Provide(func() *CacheWarmer { return NewCacheWarmer(warmed) }),
+		fxmodule.LeaderJob[*CacheWarmer]("cache-warmer"),
+	)
+	ctx := context.Background()
+	if err := app.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-warmed // the job starts once this replica leads
+	if err := app.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// warming
+	// stopped
+}

@@ -2,16 +2,20 @@ package fxmodule_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/fx/fxtest"
@@ -154,4 +158,77 @@ func stacks() string {
 func fxtestNew(t *testing.T, opts ...fx.Option) *fxtest.App {
 	t.Helper()
 	return fxtest.New(t, append([]fx.Option{quiet}, opts...)...)
+}
+
+// pgDSN returns the DSN of the PostgreSQL test server, or skips t.
+func pgDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("LEADERAWARE_TEST_PG")
+	if dsn == "" {
+		t.Skip("set LEADERAWARE_TEST_PG=postgres://user@host:5432/db?sslmode=disable to run the PostgreSQL tests")
+	}
+	return dsn
+}
+
+// pgSchema returns the name of a fresh schema for the leases, dropped with
+// everything in it when t ends.
+func pgSchema(t *testing.T, dsn string) string {
+	t.Helper()
+	name := "fxmodule_test_" + strings.ToLower(rand.Text()[:12])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// replica is a started app and the inner job it runs.
+type replica struct {
+	app    *fxtest.App
+	job    *countingJob
+	holder string
+}
+
+// requireHandoff takes two started replicas whose jobs share shared:
+// exactly one runs the job, and for two renew intervals the other never
+// starts it too; during(leader) runs then. Stopping the leader's app stops
+// its job, and the other replica runs the job within handoffBound. It stops
+// both apps, and checks that the two never ran the job at once and that
+// every inner Start got its term.
+func requireHandoff(t *testing.T, shared *counters, a, b replica, during func(leader replica)) {
+	t.Helper()
+	require.Eventually(t, func() bool { return shared.running.Load() == 1 }, 5*time.Second, 5*time.Millisecond,
+		"one of the two apps should run the job")
+	assert.Never(t, func() bool { return shared.running.Load() != 1 }, 2*fast.RenewInterval, 10*time.Millisecond,
+		"exactly one app should run the job")
+	leader, follower := a, b
+	if b.job.running.Load() {
+		leader, follower = b, a
+	}
+	require.Zero(t, follower.job.starts.Load(), "the follower must not have started the job")
+	if during != nil {
+		during(leader)
+	}
+
+	stopped := time.Now()
+	leader.app.RequireStop()
+	assert.False(t, leader.job.running.Load(), "stopping the leader app stops its job")
+	assert.EqualValues(t, 1, leader.job.stops.Load())
+	require.Eventuallyf(t, follower.job.running.Load, handoffBound, 5*time.Millisecond,
+		"the other app should run the job within %v of the leader's stop", handoffBound)
+	t.Logf("handoff took %v", time.Since(stopped))
+
+	follower.app.RequireStop()
+	assert.False(t, follower.job.running.Load())
+	assert.EqualValues(t, 1, shared.maxRunning.Load(), "the two apps ran the job at the same time")
+	assert.Zero(t, a.job.noTerm.Load()+b.job.noTerm.Load(), "the inner Start got a context without the term")
 }

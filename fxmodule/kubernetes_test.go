@@ -43,7 +43,7 @@ func TestModuleRefusesDefaultPathInKubernetes(t *testing.T) {
 	for _, want := range []string{
 		"KUBERNETES_SERVICE_HOST", `"` + fxmodule.DefaultSQLitePath + `"`, // what was seen
 		"own file", "every pod would lead", // why it is wrong
-		"PostgreSQL", "fxmodule.WithStore", "Config.SQLitePath", "volume", // the fixes
+		"PostgreSQL", "Config.PostgresDSN", "fxmodule.WithStore", "Config.SQLitePath", "volume", // the fixes
 	} {
 		assert.ErrorContains(t, err, want)
 	}

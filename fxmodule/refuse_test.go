@@ -2,6 +2,7 @@ package fxmodule_test
 
 import (
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,15 +73,53 @@ func leaderJob[J decorator.Job](name string) func(string, *atomic.Int64) fx.Opti
 	return func(string, *atomic.Int64) fx.Option { return fxmodule.LeaderJob[J](name) }
 }
 
+// TestLeaderJobRefusesJ: an interface J that a decorated job cannot be
+// returned as cannot be replaced in the graph; the error says to use the
+// concrete type instead.
 func TestLeaderJobRefusesJ(t *testing.T) {
-	t.Run("concrete pointer type", func(t *testing.T) {
-		refused(t, []string{reflect.TypeFor[*countingJob]().String(), "pointer"},
-			module(fast), provide(newCountingJob(nil)), leaderJob[*countingJob]("job"))
-	})
-	t.Run("interface with an extra method", func(t *testing.T) {
-		refused(t, []string{reflect.TypeFor[extraJob]().String(), "Extra"},
-			module(fast), provide[extraJob](extraCountingJob{newCountingJob(nil)}), leaderJob[extraJob]("job"))
-	})
+	refused(t, []string{reflect.TypeFor[extraJob]().String(), "Extra", "use the job's concrete type"},
+		module(fast), provide[extraJob](extraCountingJob{newCountingJob(nil)}), leaderJob[extraJob]("job"))
+}
+
+// TestLeaderJobWithoutModule: the fix comes first, and nothing is built.
+func TestLeaderJobWithoutModule(t *testing.T) {
+	for name, job := range map[string]func(string, *atomic.Int64) fx.Option{
+		"interface": leaderJob[testJob]("job"),
+		"concrete":  leaderJob[*countingJob]("job"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var app *fx.App
+			var built atomic.Int64
+			require.NotPanics(t, func() {
+				app = fx.New(quiet, provide[testJob](newCountingJob(nil))("", &built),
+					provide(newCountingJob(nil))("", &built), job("", &built))
+			})
+			require.Error(t, app.Err())
+			assert.True(t, strings.HasPrefix(app.Err().Error(), "add fxmodule.Module(fxmodule.Config{...}) to the app: fxmodule.LeaderJob["),
+				"the error should start with the fix: %v", app.Err())
+			assert.Zero(t, built.Load(), "something was constructed")
+		})
+	}
+}
+
+// TestLeaderJobWithoutJob: a J that nothing provides (or whose constructor
+// returned nil) is an error that says to provide it, naming J.
+func TestLeaderJobWithoutJob(t *testing.T) {
+	for name, opts := range map[string][]fx.Option{
+		"interface, none":    {fxmodule.LeaderJob[testJob]("job")},
+		"concrete, none":     {fxmodule.LeaderJob[*countingJob]("job")},
+		"interface, nil":     {fx.Provide(func() testJob { return nil }), fxmodule.LeaderJob[testJob]("job")},
+		"concrete, nil":      {fx.Provide(func() *countingJob { return nil }), fxmodule.LeaderJob[*countingJob]("job")},
+		"interface provided": {fx.Provide(newCountingJob), fxmodule.LeaderJob[testJob]("job")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			app := fx.New(append([]fx.Option{quiet, fxmodule.Module(fxmodule.Config{Elector: fast}),
+				fxmodule.WithStore(elector.NewMemoryStore()), fx.Supply((*counters)(nil))}, opts...)...)
+			require.Error(t, app.Err())
+			assert.ErrorContains(t, app.Err(), "provide the job: fxmodule.LeaderJob[")
+			assert.ErrorContains(t, app.Err(), "got no ")
+		})
+	}
 }
 
 func TestLeaderJobRefusesName(t *testing.T) {

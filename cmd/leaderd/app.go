@@ -3,13 +3,21 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/fxmodule"
+	"github.com/leaderaware/leaderaware/jobs"
+	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
+	"github.com/leaderaware/leaderaware/jobs/pricerefresh"
+	"github.com/leaderaware/leaderaware/jobs/webhookretry"
+	"github.com/leaderaware/leaderaware/pglease"
+	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // The lease names of the three jobs.
@@ -22,32 +30,38 @@ const (
 // leases are the lease names of the jobs, in the order status lists them.
 var leases = []string{airdropLease, priceLease, webhookLease}
 
-// The jobs' types in the graph: one interface type per job, so that
-// fxmodule.LeaderJob decorates each one on its own.
-type (
-	priceJob   decorator.Job // *pricerefresh.Job
-	webhookJob decorator.Job // *webhookretry.Worker
-	airdropJob decorator.Job // *airdropexpiry.Job
-)
-
-// newApp returns the daemon's fx app: the lease store on o.db, the three
-// jobs, each leader-aware under its own lease, and the demo feeders (a few
-// airdrops at start, a webhook every interval if o.webhookURL is set). log
-// receives one line per leadership transition and one per price fetch;
-// fx's own events go to it at Debug. extra options are appended (tests).
+// newApp returns the daemon's fx app: the lease store on o.db or o.pg, the
+// jobs' tables in the same database, the three jobs, each leader-aware
+// under its own lease, and the demo feeders (a few airdrops at start, a
+// webhook every interval if o.webhookURL is set). log receives one line per
+// leadership transition and one per pass of a job; fx's own events,
+// errors too, go to it at Debug. extra options are appended (tests).
 func newApp(o options, log *slog.Logger, extra ...fx.Option) *fx.App {
+	module, fenced := fxmodule.Config{SQLitePath: o.db, Elector: o.electorConfig()}, fx.Provide(sqliteFenced)
+	if o.pg != "" {
+		module = fxmodule.Config{PostgresDSN: o.pg, PostgresOptions: pgOptions(o.pg), Elector: o.electorConfig()}
+		fenced = fx.Provide(postgresFenced)
+	}
 	opts := []fx.Option{
 		fx.WithLogger(func() fxevent.Logger {
+			// fx's own events, errors too, at Debug: an error that stops the
+			// app comes back from fx.New or Start, and serve logs its cause
+			// in one line.
 			l := &fxevent.SlogLogger{Logger: log}
 			l.UseLogLevel(slog.LevelDebug)
+			l.UseErrorLevel(slog.LevelDebug)
 			return l
 		}),
-		fxmodule.Module(fxmodule.Config{SQLitePath: o.db, Elector: o.electorConfig()}),
+		fxmodule.Module(module),
+		fenced,
 		fx.Supply(o, log),
-		fx.Provide(newPriceJob, newOutbox, newWebhookJob, newAirdrops, newAirdropJob),
-		fxmodule.LeaderJob[priceJob](priceLease, jobOptions(priceLease, o.holder, log)...),
-		fxmodule.LeaderJob[webhookJob](webhookLease, jobOptions(webhookLease, o.holder, log)...),
-		fxmodule.LeaderJob[airdropJob](airdropLease, jobOptions(airdropLease, o.holder, log)...),
+		fx.Provide(newPriceJob, newOutbox, newWebhookJob, newAirdrops),
+		// The jobs' concrete types: the graph keeps the plain jobs (the demo
+		// creates airdrops with the one it gets), and each LeaderJob runs its
+		// own decorated one.
+		fxmodule.LeaderJob[*pricerefresh.Job](priceLease, jobOptions(priceLease, o.holder, log)...),
+		fxmodule.LeaderJob[*webhookretry.Worker](webhookLease, jobOptions(webhookLease, o.holder, log)...),
+		fxmodule.LeaderJob[*airdropexpiry.Job](airdropLease, jobOptions(airdropLease, o.holder, log)...),
 		fx.Invoke(seedAirdrops, enqueueWebhooks),
 	}
 	return fx.New(append(opts, extra...)...)
@@ -78,4 +92,42 @@ func onError(log *slog.Logger, lease string) func(context.Context, error) {
 	return func(ctx context.Context, err error) {
 		log.WarnContext(ctx, "job pass failed", "job", lease, "err", err)
 	}
+}
+
+// logPass logs one Info line for a pass of the job under lease: msg and
+// attrs, with the holder and fencing token of the term that ran it.
+func logPass(ctx context.Context, log *slog.Logger, lease, msg string, attrs ...any) {
+	head := []any{"job", lease}
+	if l, ok := elector.LeaseFromContext(ctx); ok {
+		head = append(head, "holder", l.Holder, "token", l.Token)
+	}
+	log.InfoContext(ctx, msg, append(head, attrs...)...)
+}
+
+// sqliteFenced gives the jobs the SQLite store's database.
+func sqliteFenced(s *sqlitelease.Store) jobs.FencedStore { return s }
+
+// postgresFenced gives the jobs the PostgreSQL store's database, through
+// database/sql, closed when the app stops (before the store).
+func postgresFenced(lc fx.Lifecycle, s *pglease.Store) jobs.FencedStore {
+	q := s.OpenSQL()
+	lc.Append(fx.StopHook(q.Close))
+	return q
+}
+
+// pgOptions returns the pglease options for dsn: the lease table goes in
+// the first schema of the DSN's search_path, where the jobs' tables go
+// too, or in pglease's default schema if the DSN sets none. A DSN that
+// does not parse gets none: pglease.Open says what is wrong with it.
+func pgOptions(dsn string) []pglease.Option {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil
+	}
+	schema, _, _ := strings.Cut(cfg.RuntimeParams["search_path"], ",")
+	schema = strings.Trim(strings.TrimSpace(schema), `"`)
+	if schema == "" || strings.HasPrefix(schema, "$") {
+		return nil
+	}
+	return []pglease.Option{pglease.WithSchema(schema)}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
 	"github.com/leaderaware/leaderaware/jobs/webhookretry"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // Demo airdrops: when fewer than seedBelow are pending at start, the
@@ -26,13 +25,11 @@ const (
 // seedAirdrops appends an OnStart hook that creates the demo airdrops if
 // the table is nearly empty. Any instance may create airdrops; only the
 // leader of airdrop-expiry expires them.
-func seedAirdrops(lc fx.Lifecycle, j *airdropexpiry.Job, s *sqlitelease.Store, o options, log *slog.Logger) {
+func seedAirdrops(lc fx.Lifecycle, j *airdropexpiry.Job, o options, log *slog.Logger) {
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
-		var pending int
-		err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM `+airdropexpiry.Table+`
-			WHERE claimed_at IS NULL AND expired_at IS NULL`).Scan(&pending)
+		pending, err := j.Pending(ctx)
 		if err != nil {
-			return fmt.Errorf("leaderd: count pending airdrops: %w", err)
+			return fmt.Errorf("leaderd: %w", err)
 		}
 		if pending >= seedBelow {
 			return nil

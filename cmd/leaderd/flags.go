@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ const (
 // options are the parsed, validated flags of the daemon.
 type options struct {
 	db         string        // -db: the SQLite file of leases and job data
+	pg         string        // -pg: the PostgreSQL DSN instead of -db; "" means SQLite
 	holder     string        // -holder: this instance's holder name
 	ttl        time.Duration // -ttl
 	renew      time.Duration // -renew
@@ -52,14 +54,48 @@ func defaultHolder() string {
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
+// usage is the top of `leaderd -h`; the flags follow it.
+const usage = `Usage: leaderd [flags]
+       leaderd status [-db file | -pg DSN]
+
+Runs three demo jobs (price-refresh, webhook-retry, airdrop-expiry), each on
+exactly one of the instances that share the -db file (one host) or the -pg
+database (many hosts). Each instance logs when it is elected or demoted for a
+job, and the leader of a job logs one line per pass, with the fencing token of
+its term. Stop an instance with Ctrl-C: its jobs move to another at once.
+
+` + statusHelp + `
+Flags:
+`
+
+// statusHelp explains the table of leaderd status.
+const statusHelp = `leaderd status prints who leads which job, one row per lease:
+
+  JOB      the job's lease name
+  HOLDER   the instance that holds the lease (its -holder); if FREE, the last one
+  TOKEN    the fencing token of the holder's term: every new term gets a larger
+           one, and the jobs' writes carry it
+  VERSION  grows with every write to the lease (acquire, renew, release)
+  RENEWED  how long ago the holder last wrote the lease ("-" if free)
+  EXPIRES  when the lease runs out unless the holder renews it: "in 2s" while
+           it renews; "3s ago" once it stopped renewing (it died or froze), and
+           another instance takes over after watching the lease for its TTL;
+           "free" once the holder released it, and the next instance takes it
+           at once
+
+RENEWED and EXPIRES compare the clock of the host that wrote the lease with
+this one, for display only: no instance ever decides by them.
+`
+
 // parseFlags parses and validates the daemon's flags. Usage and flag
-// package errors go to stderr. Errors name the flag and the bad value;
-// -h gives flag.ErrHelp.
-func parseFlags(args []string, stderr io.Writer) (options, error) {
+// package errors go to stderr; -h gives the usage on stdout, and
+// flag.ErrHelp. Errors name the flag and the bad value.
+func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("leaderd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.db, "db", defaultDB, "SQLite `file` for the leases and the jobs' tables; every instance on the host must use the same one")
+	fs.StringVar(&o.pg, "pg", "", "PostgreSQL `DSN` for the leases and the jobs' tables, instead of -db, such as\n"+
+		"postgres://user@host:5432/db; add search_path=NAME to keep them in schema NAME")
 	fs.StringVar(&o.holder, "holder", defaultHolder(), "holder `name` of this instance in the lease table; unique per instance")
 	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "lease TTL: a killed leader is replaced within ttl + retry")
 	fs.DurationVar(&o.renew, "renew", defaultRenew, "how often the leader renews its leases; at most (ttl - ttl/10) / 2")
@@ -68,22 +104,51 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.priceURL, "price-url", "", "http(s) `URL` of a JSON price source (default: simulated prices)")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "http(s) `URL` to enqueue a demo webhook to every interval (default: none)")
 	fs.StringVar(&o.secret, "secret", defaultSecret, "HMAC-SHA256 `key` of the webhook signatures")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: leaderd [flags]\n       leaderd status [-db file]\n\n"+
-			"Runs three demo jobs (price-refresh, webhook-retry, airdrop-expiry), each on\n"+
-			"exactly one of the instances that share the -db file. Stop with Ctrl-C.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return o, &flagError{err: err, printed: true}
+	if err := parse(fs, usage, args, stdout, stderr); err != nil {
+		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, &flagError{err: fmt.Errorf("leaderd: unexpected argument %q (the only subcommand is status)", fs.Arg(0))}
+	}
+	if err := oneStore(fs); err != nil {
+		return o, err
 	}
 	if err := o.validate(); err != nil {
 		return o, &flagError{err: err}
 	}
 	return o, nil
+}
+
+// parse parses args with fs. Asked for help, it prints top and the flags
+// to stdout and returns flag.ErrHelp; for a bad flag, it prints the error,
+// top and the flags to stderr and returns a *flagError.
+func parse(fs *flag.FlagSet, top string, args []string, stdout, stderr io.Writer) error {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), top)
+		fs.PrintDefaults()
+	}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = out.WriteTo(stdout)
+		return err
+	case err != nil:
+		_, _ = out.WriteTo(stderr)
+		return &flagError{err: err, printed: true}
+	}
+	return nil
+}
+
+// oneStore returns a *flagError if fs was given both -db and -pg.
+func oneStore(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["db"] && set["pg"] {
+		return &flagError{err: fmt.Errorf("%s: give -db (SQLite) or -pg (PostgreSQL), not both", fs.Name())}
+	}
+	return nil
 }
 
 // flagError is a bad command line. printed says that the flag package has
@@ -98,7 +163,7 @@ func (e *flagError) Unwrap() error { return e.err }
 
 // validate returns an error naming the first bad flag value of o.
 func (o options) validate() error {
-	if o.db == "" {
+	if o.db == "" && o.pg == "" {
 		return errors.New("leaderd: -db is empty")
 	}
 	if err := elector.ValidateHolder(o.holder); err != nil {

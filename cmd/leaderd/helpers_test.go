@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"database/sql"
 	"log/slog"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,7 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -74,16 +82,17 @@ func (in *instance) stopAndWait(t *testing.T) {
 // transitions per job, and keeps every line for failure messages.
 type recorder struct {
 	mu       sync.Mutex
-	leading  map[string]int // job → elected − demoted lines
-	messages map[string]int // message → count
-	warnings []string       // lines at Warn or above
+	leading  map[string]int      // job → elected − demoted lines
+	passes   map[string][]uint64 // job → the token of each pass line
+	messages map[string]int      // message → count
+	warnings []string            // lines at Warn or above
 	lines    bytes.Buffer
 	attrs    []slog.Attr // of a handler made by WithAttrs
 	shared   *recorder   // the recorder that holds the state
 }
 
 func newRecorder() *recorder {
-	r := &recorder{leading: map[string]int{}, messages: map[string]int{}}
+	r := &recorder{leading: map[string]int{}, passes: map[string][]uint64{}, messages: map[string]int{}}
 	r.shared = r
 	return r
 }
@@ -93,10 +102,13 @@ func (r *recorder) Enabled(_ context.Context, l slog.Level) bool { return l >= s
 func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	var line strings.Builder
 	line.WriteString(rec.Level.String() + " " + rec.Message)
-	job := ""
+	job, token := "", uint64(0)
 	add := func(a slog.Attr) bool {
-		if a.Key == "job" {
+		switch a.Key {
+		case "job":
 			job = a.Value.String()
+		case "token":
+			token = a.Value.Uint64()
 		}
 		line.WriteString(" " + a.String())
 		return true
@@ -114,6 +126,8 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 		s.leading[job]++
 	case "demoted":
 		s.leading[job]--
+	case passMessages[job]:
+		s.passes[job] = append(s.passes[job], token)
 	}
 	if rec.Level >= slog.LevelWarn {
 		s.warnings = append(s.warnings, line.String())
@@ -133,6 +147,20 @@ func (r *recorder) leads(job string) int {
 	r.shared.mu.Lock()
 	defer r.shared.mu.Unlock()
 	return r.shared.leading[job]
+}
+
+// passMessages are the messages of the lines the jobs log per pass.
+var passMessages = map[string]string{
+	priceLease:   "prices refreshed",
+	webhookLease: "webhooks attempted",
+	airdropLease: "airdrops expired",
+}
+
+// passTokens returns the tokens of job's pass lines, in order.
+func (r *recorder) passTokens(job string) []uint64 {
+	r.shared.mu.Lock()
+	defer r.shared.mu.Unlock()
+	return slices.Clone(r.shared.passes[job])
 }
 
 // count returns how many lines had the message msg.
@@ -156,12 +184,13 @@ func (r *recorder) warns() []string {
 	return slices.Clone(r.shared.warnings)
 }
 
-// statusTable runs `leaderd status -db db` and returns its table as rows of
-// cells (separated by two spaces or more), without the header.
-func statusTable(t *testing.T, db string) [][]string {
+// statusTable runs `leaderd status` with store (-db file or -pg DSN) and
+// returns its table as rows of cells (separated by two spaces or more),
+// without the header.
+func statusTable(t *testing.T, store ...string) [][]string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"status", "-db", db}, &stderr, &stdout); code != 0 {
+	if code := run(context.Background(), append([]string{"status"}, store...), &stderr, &stdout); code != 0 {
 		t.Fatalf("leaderd status: exit code %d, stderr %q", code, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
@@ -181,18 +210,59 @@ var cellSep = regexp.MustCompile(` {2,}`)
 // expiredAirdrops returns how many airdrops in db have been expired, each
 // by a term with a token. It may run on a goroutine of testify's: it
 // reports errors with t.Errorf and returns 0.
-func expiredAirdrops(t *testing.T, db string) int {
-	s, err := sqlitelease.Open(db)
-	if err != nil {
-		t.Errorf("open %s: %v", db, err)
-		return 0
-	}
-	defer s.Close()
+func expiredAirdrops(t *testing.T, db *sql.DB) int {
 	var n int
-	err = s.DB().QueryRow(`SELECT count(*) FROM ` + airdropexpiry.Table + ` WHERE expired_at IS NOT NULL AND expired_token > 0`).Scan(&n)
+	err := db.QueryRow(`SELECT count(*) FROM airdropexpiry_airdrops WHERE expired_at IS NOT NULL AND expired_token > 0`).Scan(&n)
 	if err != nil {
 		t.Errorf("count expired airdrops: %v", err)
 		return 0
 	}
 	return n
+}
+
+// demoDB opens the database of the demo's tables, as o names it, and
+// closes it when t ends.
+func demoDB(t *testing.T, o options) *sql.DB {
+	t.Helper()
+	if o.pg != "" {
+		db, err := sql.Open("pgx", o.pg)
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, db.Close()) })
+		return db
+	}
+	s, err := sqlitelease.Open(o.db)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	return s.DB()
+}
+
+// pgDemoDSN returns the DSN of the PostgreSQL test server with a
+// search_path of a fresh schema, which leaderd -pg keeps everything in and
+// which is dropped when t ends; it skips t if LEADERAWARE_TEST_PG is unset.
+func pgDemoDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("LEADERAWARE_TEST_PG")
+	if dsn == "" {
+		t.Skip("set LEADERAWARE_TEST_PG=postgres://user@host:5432/db?sslmode=disable to run leaderd on PostgreSQL")
+	}
+	schema := "leaderd_test_" + strings.ToLower(rand.Text()[:12])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err, "LEADERAWARE_TEST_PG must be a URL")
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

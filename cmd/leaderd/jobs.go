@@ -5,16 +5,16 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/jobs"
 	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
 	"github.com/leaderaware/leaderaware/jobs/pricerefresh"
 	"github.com/leaderaware/leaderaware/jobs/webhookretry"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // newPriceJob returns the price refresh job, on the HTTP source at
-// o.priceURL or, without one, on simulated prices. Each fetch is logged.
-func newPriceJob(s *sqlitelease.Store, o options, log *slog.Logger) (priceJob, error) {
+// o.priceURL or, without one, on simulated prices. Each refresh is logged
+// with the prices it stored.
+func newPriceJob(s jobs.FencedStore, o options, log *slog.Logger) (*pricerefresh.Job, error) {
 	var src pricerefresh.PriceSource = pricerefresh.NewSimulatedSource(uint64(time.Now().UnixNano()), nil)
 	if o.priceURL != "" {
 		h, err := pricerefresh.NewHTTPSource(o.priceURL, 0)
@@ -23,60 +23,43 @@ func newPriceJob(s *sqlitelease.Store, o options, log *slog.Logger) (priceJob, e
 		}
 		src = h
 	}
-	j, err := pricerefresh.New(context.Background(), s, loggedSource{src, log}, pricerefresh.Config{
+	return pricerefresh.New(context.Background(), s, src, pricerefresh.Config{
 		Interval: o.interval,
 		OnError:  onError(log, priceLease),
+		OnPass: func(ctx context.Context, prices []pricerefresh.Price) {
+			var attrs []any
+			for _, p := range prices {
+				attrs = append(attrs, p.Symbol, p.Value)
+			}
+			logPass(ctx, log, priceLease, "prices refreshed", attrs...)
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return j, nil
-}
-
-// loggedSource logs every fetch of its PriceSource, with the fencing token
-// of the term that fetched.
-type loggedSource struct {
-	pricerefresh.PriceSource
-	log *slog.Logger
-}
-
-func (s loggedSource) Prices(ctx context.Context) ([]pricerefresh.Price, error) {
-	prices, err := s.PriceSource.Prices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	attrs := []any{"job", priceLease}
-	if l, ok := elector.LeaseFromContext(ctx); ok {
-		attrs = append(attrs, "holder", l.Holder, "token", l.Token)
-	}
-	for _, p := range prices {
-		attrs = append(attrs, p.Symbol, p.Value)
-	}
-	s.log.InfoContext(ctx, "prices fetched", attrs...)
-	return prices, nil
 }
 
 // newOutbox returns the webhook outbox, which any instance may enqueue to.
-func newOutbox(s *sqlitelease.Store, o options, log *slog.Logger) (*webhookretry.Outbox, error) {
+// Each pass of its worker is logged with the deliveries it attempted.
+func newOutbox(s jobs.FencedStore, o options, log *slog.Logger) (*webhookretry.Outbox, error) {
 	return webhookretry.New(context.Background(), s, webhookretry.Config{
 		Secret:   []byte(o.secret),
 		Interval: o.interval,
 		OnError:  onError(log, webhookLease),
+		OnPass: func(ctx context.Context, attempted int) {
+			logPass(ctx, log, webhookLease, "webhooks attempted", "count", attempted)
+		},
 	})
 }
 
 // newWebhookJob returns the outbox's worker, the job that sends.
-func newWebhookJob(ob *webhookretry.Outbox) webhookJob { return ob.Worker() }
+func newWebhookJob(ob *webhookretry.Outbox) *webhookretry.Worker { return ob.Worker() }
 
-// newAirdrops returns the airdrop expiry job as *airdropexpiry.Job, whose
-// Create the demo uses.
-func newAirdrops(s *sqlitelease.Store, o options, log *slog.Logger) (*airdropexpiry.Job, error) {
+// newAirdrops returns the airdrop expiry job, whose Create the demo uses.
+// Each pass is logged with the airdrops it expired.
+func newAirdrops(s jobs.FencedStore, o options, log *slog.Logger) (*airdropexpiry.Job, error) {
 	return airdropexpiry.New(context.Background(), s, airdropexpiry.Config{
 		Interval: o.interval,
 		OnError:  onError(log, airdropLease),
+		OnPass: func(ctx context.Context, expired int) {
+			logPass(ctx, log, airdropLease, "airdrops expired", "count", expired)
+		},
 	})
 }
-
-// newAirdropJob returns the same job as airdropJob, the type LeaderJob
-// decorates.
-func newAirdropJob(j *airdropexpiry.Job) airdropJob { return j }

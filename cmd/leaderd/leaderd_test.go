@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,21 +20,43 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/jobs/webhookretry"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
-// TestTwoInstances runs two daemons on one file: each job leads on exactly
-// one of them, status lists the three jobs with their holders, and when
-// one stops, the other leads every job within a second.
+// validSignature reports whether header is the X-Signature that
+// webhookretry documents for body under secret.
+func validSignature(secret, body []byte, header string) bool {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return hmac.Equal([]byte(header), []byte("sha256="+hex.EncodeToString(m.Sum(nil))))
+}
+
+// TestTwoInstances runs two daemons on one database, SQLite (-db) and
+// PostgreSQL (-pg): each job leads on exactly one of them, and its leader
+// logs every pass with its token; status lists the three jobs with their
+// holders; when one daemon stops, the other leads every job within a second
+// and logs their passes with larger tokens.
 func TestTwoInstances(t *testing.T) {
-	db := tempDB(t)
-	a := startInstance(t, fastOptions(db, "instance-a"))
+	t.Run("sqlite", func(t *testing.T) {
+		db := tempDB(t)
+		testTwoInstances(t, func(holder string) options { return fastOptions(db, holder) }, "-db", db)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := pgDemoDSN(t)
+		testTwoInstances(t, func(holder string) options {
+			o := fastOptions("", holder)
+			o.pg = dsn
+			return o
+		}, "-pg", dsn)
+	})
+}
+
+func testTwoInstances(t *testing.T, opts func(holder string) options, store ...string) {
+	a := startInstance(t, opts("instance-a"))
 	// b starts once a has created the file: two first Opens of a new file
 	// at once can fail with SQLITE_BUSY (a sqlitelease issue, reported).
 	require.Eventually(t, func() bool { return a.rec.count("leaderd running") == 1 }, 5*time.Second, 5*time.Millisecond,
 		"a should start\n%s", a.rec)
-	b := startInstance(t, fastOptions(db, "instance-b"))
+	b := startInstance(t, opts("instance-b"))
 
 	eachOnOne := func() bool {
 		for _, job := range leases {
@@ -43,25 +70,35 @@ func TestTwoInstances(t *testing.T) {
 	require.Never(t, func() bool { return !eachOnOne() }, time.Second, 20*time.Millisecond,
 		"each job should keep leading on exactly one instance\na:\n%s\nb:\n%s", a.rec, b.rec)
 
-	rows := statusTable(t, db)
+	rows := statusTable(t, store...)
 	require.Len(t, rows, len(leases), "status should list the three jobs")
+	tokens := map[string]uint64{}
 	for i, job := range leases {
 		row := rows[i]
 		require.Len(t, row, 6, "status row %q", row)
 		assert.Equal(t, job, row[0])
-		want := "instance-a"
+		leader, follower := a, b
 		if b.rec.leads(job) == 1 {
-			want = "instance-b"
+			leader, follower = b, a
 		}
-		assert.Equal(t, want, row[1], "holder of %s", job)
+		assert.Equal(t, map[*instance]string{a: "instance-a", b: "instance-b"}[leader], row[1], "holder of %s", job)
 		assert.Regexp(t, `^[\d.]+m?s ago$`, row[4], "%s should have been renewed", job)
 		assert.Regexp(t, `^in \d`, row[5], "%s should be held", job)
+		token, err := strconv.ParseUint(row[2], 10, 64)
+		require.NoError(t, err)
+		tokens[job] = token
+		// The leader logs its passes with its token; the follower none.
+		passes := leader.rec.passTokens(job)
+		require.NotEmpty(t, passes, "the leader of %s should log its passes\n%s", job, leader.rec)
+		assert.Equal(t, token, passes[len(passes)-1], "the pass lines of %s should carry the leader's token", job)
+		assert.Empty(t, follower.rec.passTokens(job), "the follower of %s logged a pass", job)
 	}
-	assert.Positive(t, a.rec.count("prices fetched")+b.rec.count("prices fetched"), "the price-refresh leader should fetch prices")
+	db := demoDB(t, opts("test"))
 	require.Eventually(t, func() bool { return expiredAirdrops(t, db) > 0 }, 5*time.Second, 20*time.Millisecond,
 		"the airdrop-expiry leader should expire the demo airdrops")
 
-	// Stop a: its jobs move to b within a second, and b leads all three.
+	// Stop a: its jobs move to b within a second, and b leads all three
+	// and logs their passes, with tokens larger than a's.
 	a.stopAndWait(t)
 	for _, job := range leases {
 		assert.Zero(t, a.rec.leads(job), "a stopped but still leads %s", job)
@@ -74,12 +111,18 @@ func TestTwoInstances(t *testing.T) {
 		}
 		return true
 	}, time.Second, 5*time.Millisecond, "b should lead every job within 1 s of a's stop\nb:\n%s", b.rec)
-	for _, row := range statusTable(t, db) {
+	for _, row := range statusTable(t, store...) {
 		assert.Equal(t, "instance-b", row[1], "status row %q", row)
+	}
+	for _, job := range leases {
+		require.Eventually(t, func() bool {
+			p := b.rec.passTokens(job)
+			return len(p) > 0 && p[len(p)-1] > tokens[job]
+		}, 5*time.Second, 10*time.Millisecond, "b should log the passes of %s with a larger token\nb:\n%s", job, b.rec)
 	}
 
 	b.stopAndWait(t)
-	for _, row := range statusTable(t, db) {
+	for _, row := range statusTable(t, store...) {
 		assert.Equal(t, "free", row[5], "after both stopped, status row %q", row)
 	}
 	assert.Empty(t, a.rec.warns(), "a warned")
@@ -99,7 +142,7 @@ func TestHTTPSourcesAndWebhooks(t *testing.T) {
 	o := fastOptions(tempDB(t), "solo")
 	hookSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if !webhookretry.VerifySignature([]byte(o.secret), body, r.Header.Get(webhookretry.SignatureHeader)) {
+		if !validSignature([]byte(o.secret), body, r.Header.Get("X-Signature")) {
 			badSignatures.Add(1)
 		}
 		hooks.Add(1)
@@ -139,6 +182,8 @@ func TestFlagsRefuse(t *testing.T) {
 		"unknown flag":           {[]string{"-bogus"}, "-bogus"},
 		"argument":               {[]string{"stats"}, `"stats"`},
 		"status argument":        {[]string{"status", "now"}, `"now"`},
+		"db and pg":              {[]string{"-db", "x.db", "-pg", "postgres://db/app"}, "give -db (SQLite) or -pg (PostgreSQL), not both"},
+		"status db and pg":       {[]string{"status", "-db", "x.db", "-pg", "postgres://db/app"}, "not both"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Chdir(t.TempDir())
@@ -147,12 +192,13 @@ func TestFlagsRefuse(t *testing.T) {
 			assert.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
 			assert.Contains(t, stderr.String(), tc.want)
 			assert.NoFileExists(t, defaultDB, "a bad flag must not open the file")
+			assert.NoFileExists(t, "x.db", "a bad flag must not open the file")
 		})
 	}
 }
 
 func TestFlagDefaults(t *testing.T) {
-	o, err := parseFlags(nil, io.Discard)
+	o, err := parseFlags(nil, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "leaderaware.db", o.db)
 	assert.Equal(t, 3*time.Second, o.ttl)
@@ -162,10 +208,53 @@ func TestFlagDefaults(t *testing.T) {
 	assert.Regexp(t, `^.+-\d+$`, o.holder, "host-pid")
 	assert.Empty(t, o.priceURL)
 	assert.Empty(t, o.webhookURL)
+	assert.Empty(t, o.pg)
+}
 
-	var stderr strings.Builder
-	assert.Zero(t, run(context.Background(), []string{"-h"}, &stderr, io.Discard), "-h exits 0")
-	assert.Contains(t, stderr.String(), "leaderd status")
+// TestHelp: -h, -help and --help, of leaderd and of leaderd status, print
+// the usage to stdout and exit 0; it explains every column of the status
+// table. A bad flag prints the usage to stderr instead.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"status", "-h"}, {"status", "--help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stderr, stdout strings.Builder
+			assert.Zero(t, run(context.Background(), args, &stderr, &stdout), "exit code")
+			assert.Empty(t, stderr.String(), "help asked for goes to stdout")
+			for _, want := range []string{
+				"leaderd status", "-db", "-pg",
+				"JOB ", "HOLDER ", "TOKEN ", "VERSION ", "RENEWED ", "EXPIRES ",
+				"fencing token", `"free"`, "for display only",
+			} {
+				assert.Contains(t, stdout.String(), want)
+			}
+		})
+	}
+	var stderr, stdout strings.Builder
+	assert.Equal(t, 2, run(context.Background(), []string{"-bogus"}, &stderr, &stdout))
+	assert.Empty(t, stdout.String())
+	assert.Contains(t, stderr.String(), "Usage: leaderd")
+}
+
+// TestStartFailureIsOneLine: when the app cannot start, leaderd prints the
+// cause alone, in one line, not the fx dependency graph around it.
+func TestStartFailureIsOneLine(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "leases.db")
+	for name, args := range map[string][]string{
+		"bad -db": {"-db", missing},
+		"bad -pg": {"-pg", "postgres://app:secret@127.0.0.1:1/app?connect_timeout=2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stderr, stdout strings.Builder
+			assert.Equal(t, 1, run(context.Background(), args, &stderr, &stdout))
+			out := stderr.String()
+			assert.Equal(t, 1, strings.Count(out, "\n"), "one line:\n%s", out)
+			assert.Less(t, len(out), 600, "the cause alone:\n%s", out)
+			assert.Contains(t, out, "fxmodule: lease store")
+			assert.NotContains(t, out, "could not build", "fx's graph")
+			assert.NotContains(t, out, "secret", "the password")
+		})
+	}
+	assert.NoFileExists(t, missing)
 }
 
 // TestStatusMissingFile checks that status names a missing file and does
@@ -181,7 +270,7 @@ func TestStatusMissingFile(t *testing.T) {
 func TestPrintLeases(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var out strings.Builder
-	require.NoError(t, printLeases(&out, []sqlitelease.LeaseRow{
+	require.NoError(t, printLeases(&out, []leaseRow{
 		{Lease: elector.Lease{Name: "airdrop-expiry", Holder: "host-1", Token: 7, Version: 42, TTL: 3 * time.Second, Written: now.Add(-655 * time.Millisecond)}},
 		{Lease: elector.Lease{Name: "price-refresh", Holder: "host-22", Token: 12, Version: 30, TTL: 3 * time.Second, Written: now.Add(-4 * time.Second)}},
 		{Lease: elector.Lease{Name: "webhook-retry", Holder: "host-1", Token: 3, Version: 9, TTL: 3 * time.Second, Written: now.Add(-time.Minute)}, Released: true},

@@ -1,17 +1,19 @@
 // Command leaderd is the leaderaware demo: an fx app that runs three
 // background jobs (price refresh, webhook retry, airdrop expiry), each on
-// exactly one of the instances that share one SQLite file. Run it in
-// several terminals on the same -db; each job runs in one of them, and
-// when you stop that one (Ctrl-C), its jobs move to another within about a
-// second. Every instance prints one line per leadership transition.
+// exactly one of the instances that share one SQLite file (-db, one host)
+// or one PostgreSQL database (-pg, many hosts). Run it in several
+// terminals on the same -db or -pg; each job runs in one of them, and when
+// you stop that one (Ctrl-C), its jobs move to another within about a
+// second. Every instance prints one line per leadership transition, and
+// the leader of a job one line per pass, with its fencing token.
 //
-//	leaderd [-db leaderaware.db] [-holder name] [-ttl 3s] [-renew 1s] [-retry 1s]
-//	        [-interval 5s] [-price-url URL] [-webhook-url URL] [-secret key]
-//	leaderd status [-db leaderaware.db]
+//	leaderd [-db leaderaware.db | -pg DSN] [-holder name] [-ttl 3s] [-renew 1s]
+//	        [-retry 1s] [-interval 5s] [-price-url URL] [-webhook-url URL] [-secret key]
+//	leaderd status [-db leaderaware.db | -pg DSN]
 //
 // status prints the lease table: which instance holds which job, with its
 // fencing token and version, when it last renewed the lease and when the
-// lease expires.
+// lease expires; `leaderd -h` explains the columns.
 package main
 
 import (
@@ -22,7 +24,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
+	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/fx"
 )
 
@@ -32,12 +37,13 @@ func main() {
 
 // run runs leaderd with args until ctx ends or SIGINT/SIGTERM arrives, and
 // returns the exit code: 0, 1 if the app failed, 2 for bad flags. Logs and
-// errors go to stderr, the status table to stdout.
+// errors go to stderr; the status table, and the usage when asked for with
+// -h, to stdout.
 func run(ctx context.Context, args []string, stderr, stdout io.Writer) int {
 	if len(args) > 0 && args[0] == "status" {
 		return exitCode(stderr, status(ctx, args[1:], stdout, stderr))
 	}
-	o, err := parseFlags(args, stderr)
+	o, err := parseFlags(args, stdout, stderr)
 	if err != nil {
 		return exitCode(stderr, err)
 	}
@@ -69,18 +75,23 @@ func exitCode(stderr io.Writer, err error) int {
 
 // serve runs the daemon's app until ctx ends or a signal arrives, then
 // stops it gracefully: each job stops, then frees its lease, so another
-// instance takes over at once.
+// instance takes over at once. If the app cannot be built or started, it
+// returns the cause alone (see [cause]).
 func serve(ctx context.Context, o options, log *slog.Logger, extra ...fx.Option) error {
 	app := newApp(o, log, extra...)
 	if err := app.Err(); err != nil {
-		return err
+		return cause(err)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
-		return err
+		return cause(err)
 	}
-	log.Info("leaderd running", "holder", o.holder, "db", o.db)
+	where := []any{"holder", o.holder, "db", o.db}
+	if o.pg != "" {
+		where = []any{"holder", o.holder, "pg", pgTarget(o.pg)}
+	}
+	log.Info("leaderd running", where...)
 	select {
 	case sig := <-app.Wait():
 		log.Info("leaderd stopping", "signal", sig.Signal)
@@ -90,4 +101,30 @@ func serve(ctx context.Context, o options, log *slog.Logger, extra ...fx.Option)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), app.StopTimeout())
 	defer cancel()
 	return app.Stop(stopCtx)
+}
+
+// cause returns the first error in err's chain that fx or dig did not make:
+// the error a constructor or hook returned, without the description of the
+// dependency graph around it, which can run to kilobytes.
+func cause(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		t := reflect.TypeOf(e)
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if p := t.PkgPath(); !strings.HasPrefix(p, "go.uber.org/fx") && !strings.HasPrefix(p, "go.uber.org/dig") {
+			return e
+		}
+	}
+	return err
+}
+
+// pgTarget returns the user, host, port and database that dsn names,
+// without the password, for the log.
+func pgTarget(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "(a DSN that does not parse)"
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }

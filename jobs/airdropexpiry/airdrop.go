@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leaderaware/leaderaware/jobs/internal/sqlschema"
 )
 
-// Table is the SQLite table the package owns.
-const Table = "airdropexpiry_airdrops"
+// dueIndex is the same on both dialects.
+const dueIndex = `CREATE INDEX IF NOT EXISTS airdropexpiry_due ON airdropexpiry_airdrops (deadline, id)
+	WHERE claimed_at IS NULL AND expired_at IS NULL`
 
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS airdropexpiry_airdrops (
+// tables creates the package's table, airdropexpiry_airdrops.
+var tables = sqlschema.Tables{
+	sqlschema.SQLite: {`CREATE TABLE IF NOT EXISTS airdropexpiry_airdrops (
 	id            INTEGER PRIMARY KEY,
 	recipient     TEXT NOT NULL,
 	amount        INTEGER NOT NULL, -- in the token's smallest unit
@@ -20,15 +24,22 @@ var schema = []string{
 	claimed_at    INTEGER,          -- Unix nanoseconds; NULL until claimed
 	expired_at    INTEGER,          -- Unix nanoseconds; NULL until expired
 	expired_token INTEGER           -- fencing token of the term that expired it
-) STRICT`,
-	`CREATE INDEX IF NOT EXISTS airdropexpiry_due ON airdropexpiry_airdrops (deadline, id)
-	WHERE claimed_at IS NULL AND expired_at IS NULL`,
+) STRICT`, dueIndex},
+	sqlschema.PostgreSQL: {`CREATE TABLE IF NOT EXISTS airdropexpiry_airdrops (
+	id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	recipient     text NOT NULL,
+	amount        bigint NOT NULL, -- in the token's smallest unit
+	deadline      bigint NOT NULL, -- Unix nanoseconds
+	claimed_at    bigint,          -- Unix nanoseconds; NULL until claimed
+	expired_at    bigint,          -- Unix nanoseconds; NULL until expired
+	expired_token bigint           -- fencing token of the term that expired it
+)`, dueIndex},
 }
 
-// Errors of [Job.Claim] and [Job.Get]; match with errors.Is.
+// Why [Job.Claim] and [Job.Get] fail.
 var (
-	ErrNotFound     = errors.New("airdrop not found")
-	ErrNotClaimable = errors.New("airdrop cannot be claimed")
+	errNotFound     = errors.New("airdrop not found")
+	errNotClaimable = errors.New("airdrop cannot be claimed")
 )
 
 // Airdrop is one row of the table.
@@ -51,25 +62,38 @@ func (j *Job) Create(ctx context.Context, recipient string, amount int64, deadli
 	if amount <= 0 {
 		return 0, fmt.Errorf("airdropexpiry: create: amount %d is not positive", amount)
 	}
-	res, err := j.store.DB().ExecContext(ctx,
-		`INSERT INTO airdropexpiry_airdrops (recipient, amount, deadline) VALUES (?, ?, ?)`,
-		recipient, amount, deadline.UnixNano())
+	var id int64
+	err := j.store.DB().QueryRowContext(ctx,
+		`INSERT INTO airdropexpiry_airdrops (recipient, amount, deadline) VALUES ($1, $2, $3) RETURNING id`,
+		recipient, amount, deadline.UnixNano()).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("airdropexpiry: create airdrop for %q: %w", recipient, err)
 	}
-	return res.LastInsertId()
+	return id, nil
+}
+
+// Pending returns how many airdrops are neither claimed nor expired, due or
+// not. It is a plain read (no term needed).
+func (j *Job) Pending(ctx context.Context) (int, error) {
+	var n int
+	err := j.store.DB().QueryRowContext(ctx,
+		`SELECT count(*) FROM airdropexpiry_airdrops WHERE claimed_at IS NULL AND expired_at IS NULL`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("airdropexpiry: count pending airdrops: %w", err)
+	}
+	return n, nil
 }
 
 // Claim marks airdrop id claimed at Config.Now. It is a plain write (any
-// replica may claim). It returns an error wrapping [ErrNotFound] if there is
-// no such airdrop, and [ErrNotClaimable] if it is claimed or expired already
-// or its deadline has passed.
+// replica may claim). It returns an error saying why if there is no such
+// airdrop, or if it is claimed or expired already or its deadline has
+// passed.
 func (j *Job) Claim(ctx context.Context, id int64) error {
 	now := j.cfg.Now().UnixNano()
 	res, err := j.store.DB().ExecContext(ctx,
-		`UPDATE airdropexpiry_airdrops SET claimed_at = ?
-		WHERE id = ? AND claimed_at IS NULL AND expired_at IS NULL AND deadline > ?`,
-		now, id, now)
+		`UPDATE airdropexpiry_airdrops SET claimed_at = $1
+		WHERE id = $2 AND claimed_at IS NULL AND expired_at IS NULL AND deadline > $1`,
+		now, id)
 	if err != nil {
 		return fmt.Errorf("airdropexpiry: claim airdrop %d: %w", id, err)
 	}
@@ -82,25 +106,25 @@ func (j *Job) Claim(ctx context.Context, id int64) error {
 	}
 	switch {
 	case !a.ClaimedAt.IsZero():
-		return fmt.Errorf("airdropexpiry: claim airdrop %d: %w: claimed already at %v", id, ErrNotClaimable, a.ClaimedAt)
+		return fmt.Errorf("airdropexpiry: claim airdrop %d: %w: claimed already at %v", id, errNotClaimable, a.ClaimedAt)
 	case !a.ExpiredAt.IsZero():
-		return fmt.Errorf("airdropexpiry: claim airdrop %d: %w: expired at %v", id, ErrNotClaimable, a.ExpiredAt)
+		return fmt.Errorf("airdropexpiry: claim airdrop %d: %w: expired at %v", id, errNotClaimable, a.ExpiredAt)
 	default:
-		return fmt.Errorf("airdropexpiry: claim airdrop %d: %w: deadline %v has passed", id, ErrNotClaimable, a.Deadline)
+		return fmt.Errorf("airdropexpiry: claim airdrop %d: %w: deadline %v has passed", id, errNotClaimable, a.Deadline)
 	}
 }
 
-// Get returns airdrop id, or an error wrapping [ErrNotFound].
+// Get returns airdrop id, or an error saying it is not found.
 func (j *Job) Get(ctx context.Context, id int64) (Airdrop, error) {
 	var a Airdrop
 	var deadline int64
 	var claimed, expired, token sql.NullInt64
 	err := j.store.DB().QueryRowContext(ctx,
 		`SELECT id, recipient, amount, deadline, claimed_at, expired_at, expired_token
-		FROM airdropexpiry_airdrops WHERE id = ?`, id).
+		FROM airdropexpiry_airdrops WHERE id = $1`, id).
 		Scan(&a.ID, &a.Recipient, &a.Amount, &deadline, &claimed, &expired, &token)
 	if errors.Is(err, sql.ErrNoRows) {
-		return a, fmt.Errorf("airdropexpiry: airdrop %d: %w", id, ErrNotFound)
+		return a, fmt.Errorf("airdropexpiry: airdrop %d: %w", id, errNotFound)
 	}
 	if err != nil {
 		return a, fmt.Errorf("airdropexpiry: read airdrop %d: %w", id, err)

@@ -38,6 +38,11 @@ type Config struct {
 	// OnError receives the error of every failed pass. Default: log it with
 	// slog.Default at level Error.
 	OnError func(ctx context.Context, err error)
+	// OnPass, if set, receives the number of airdrops every periodic pass
+	// that succeeded expired (0 when none was due), on the job's goroutine;
+	// ctx carries the term of the pass (elector.LeaseFromContext gives its
+	// token).
+	OnPass func(ctx context.Context, expired int)
 }
 
 func (c Config) withDefaults() (Config, error) {

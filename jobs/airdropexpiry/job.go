@@ -8,14 +8,16 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/jobs"
+	"github.com/leaderaware/leaderaware/jobs/internal/sqlschema"
 )
 
-const expireBatch = `UPDATE airdropexpiry_airdrops SET expired_at = ?, expired_token = ?
+// expireBatch expires up to $3 airdrops due at $1 (now), for token $2.
+const expireBatch = `UPDATE airdropexpiry_airdrops SET expired_at = $1, expired_token = $2
 WHERE id IN (
 	SELECT id FROM airdropexpiry_airdrops
-	WHERE claimed_at IS NULL AND expired_at IS NULL AND deadline <= ?
+	WHERE claimed_at IS NULL AND expired_at IS NULL AND deadline <= $1
 	ORDER BY deadline, id
-	LIMIT ?
+	LIMIT $3
 )`
 
 // Job expires unclaimed airdrops past their deadline every Config.Interval.
@@ -28,8 +30,9 @@ type Job struct {
 	every *jobs.EveryJob
 }
 
-// New creates the table if it does not exist (using store.DB and ctx) and
-// returns the job. It validates cfg; errors name the bad value.
+// New creates the table if it does not exist (using store.DB and ctx), on
+// SQLite or PostgreSQL, and returns the job. It validates cfg; errors name
+// the bad value.
 func New(ctx context.Context, store jobs.FencedStore, cfg Config) (*Job, error) {
 	if store == nil {
 		return nil, errors.New("airdropexpiry: nil store")
@@ -38,10 +41,8 @@ func New(ctx context.Context, store jobs.FencedStore, cfg Config) (*Job, error) 
 	if err != nil {
 		return nil, err
 	}
-	for _, stmt := range schema {
-		if _, err := store.DB().ExecContext(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("airdropexpiry: create table %s: %w", Table, err)
-		}
+	if err := sqlschema.Create(ctx, store.DB(), "airdropexpiry", tables); err != nil {
+		return nil, err
 	}
 	j := &Job{store: store, cfg: cfg}
 	j.every = jobs.Every(cfg.Interval, j.run,
@@ -62,8 +63,12 @@ func (j *Job) Start(ctx context.Context) error { return j.every.Start(ctx) }
 // pass stops between batches. See jobs.EveryJob.Stop.
 func (j *Job) Stop(ctx context.Context) error { return j.every.Stop(ctx) }
 
+// run is one periodic pass, reported to Config.OnPass if it succeeds.
 func (j *Job) run(ctx context.Context) error {
-	_, err := j.ExpireDue(ctx)
+	n, err := j.ExpireDue(ctx)
+	if err == nil && j.cfg.OnPass != nil {
+		j.cfg.OnPass(ctx, n)
+	}
 	return err
 }
 
@@ -87,7 +92,7 @@ func (j *Job) ExpireDue(ctx context.Context) (int, error) {
 			if t, ok := elector.TermFromContext(ctx); ok {
 				token = int64(t.Token())
 			}
-			res, err := tx.ExecContext(ctx, expireBatch, now, token, now, j.cfg.BatchSize)
+			res, err := tx.ExecContext(ctx, expireBatch, now, token, j.cfg.BatchSize)
 			if err != nil {
 				return err
 			}

@@ -22,9 +22,9 @@ type fixture struct {
 	store    elector.Store
 }
 
-func setup(t *testing.T, cfg airdropexpiry.Config) fixture {
+func setup(t *testing.T, b leadertest.Backend, cfg airdropexpiry.Config) fixture {
 	t.Helper()
-	st := leadertest.OpenStore(t)
+	st := b.Open(t)
 	f := fixture{clock: leadertest.NewClock(t0), counting: &leadertest.CountingStore{FencedStore: st}, store: st}
 	cfg.Now = f.clock.Now
 	job, err := airdropexpiry.New(t.Context(), f.counting, cfg)
@@ -48,7 +48,11 @@ func (f fixture) get(t *testing.T, id int64) airdropexpiry.Airdrop {
 }
 
 func TestExpireDueOnlyUnclaimedPastDeadline(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{})
+	leadertest.Run(t, testExpireDueOnlyUnclaimedPastDeadline)
+}
+
+func testExpireDueOnlyUnclaimedPastDeadline(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{})
 	claimedThenPast := f.create(t, t0.Add(time.Minute))
 	require.NoError(t, f.job.Claim(t.Context(), claimedThenPast))
 	f.clock.Advance(time.Hour)
@@ -91,21 +95,25 @@ func TestExpireDueBatches(t *testing.T) {
 		{due: 0, batch: 3, wantTx: 1},
 	}
 	for _, tt := range tests {
-		f := setup(t, airdropexpiry.Config{BatchSize: tt.batch})
-		for range tt.due {
-			f.create(t, t0.Add(-time.Hour))
-		}
-		f.create(t, t0.Add(time.Hour)) // not due
-		ctx, _ := leadertest.Lead(t, f.store, "airdropexpiry", "me")
-		n, err := f.job.ExpireDue(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, tt.due, n)
-		assert.Equal(t, tt.wantTx, f.counting.Calls(), "%d due, batch %d", tt.due, tt.batch)
+		leadertest.Run(t, func(t *testing.T, b leadertest.Backend) {
+			f := setup(t, b, airdropexpiry.Config{BatchSize: tt.batch})
+			for range tt.due {
+				f.create(t, t0.Add(-time.Hour))
+			}
+			f.create(t, t0.Add(time.Hour)) // not due
+			ctx, _ := leadertest.Lead(t, f.store, "airdropexpiry", "me")
+			n, err := f.job.ExpireDue(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, tt.due, n)
+			assert.Equal(t, tt.wantTx, f.counting.Calls(), "%d due, batch %d", tt.due, tt.batch)
+		})
 	}
 }
 
-func TestExpireDueOldestFirst(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{BatchSize: 2})
+func TestExpireDueOldestFirst(t *testing.T) { leadertest.Run(t, testExpireDueOldestFirst) }
+
+func testExpireDueOldestFirst(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{BatchSize: 2})
 	late := f.create(t, t0.Add(-time.Minute))
 	early1 := f.create(t, t0.Add(-3*time.Hour))
 	early2 := f.create(t, t0.Add(-2*time.Hour))
@@ -121,7 +129,11 @@ func TestExpireDueOldestFirst(t *testing.T) {
 }
 
 func TestExpireDueRefusedForDeposedLeader(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{})
+	leadertest.Run(t, testExpireDueRefusedForDeposedLeader)
+}
+
+func testExpireDueRefusedForDeposedLeader(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{})
 	ids := []int64{f.create(t, t0.Add(-time.Hour)), f.create(t, t0.Add(-time.Minute))}
 	oldCtx, l := leadertest.Lead(t, f.store, "airdropexpiry", "me")
 	newCtx, newLease := leadertest.Depose(t, f.store, l)
@@ -139,8 +151,10 @@ func TestExpireDueRefusedForDeposedLeader(t *testing.T) {
 	assert.Equal(t, newLease.Token, f.get(t, ids[0]).ExpiredToken)
 }
 
-func TestExpireDueWithoutTerm(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{})
+func TestExpireDueWithoutTerm(t *testing.T) { leadertest.Run(t, testExpireDueWithoutTerm) }
+
+func testExpireDueWithoutTerm(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{})
 	id := f.create(t, t0.Add(-time.Hour))
 	_, err := f.job.ExpireDue(t.Context())
 	require.ErrorIs(t, err, elector.ErrNoTerm)
@@ -148,7 +162,11 @@ func TestExpireDueWithoutTerm(t *testing.T) {
 }
 
 func TestExpireDueStopsWhenContextEnds(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{})
+	leadertest.Run(t, testExpireDueStopsWhenContextEnds)
+}
+
+func testExpireDueStopsWhenContextEnds(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{})
 	f.create(t, t0.Add(-time.Hour))
 	ctx, _ := leadertest.Lead(t, f.store, "airdropexpiry", "me")
 	ctx, cancel := context.WithCancel(ctx)
@@ -159,17 +177,19 @@ func TestExpireDueStopsWhenContextEnds(t *testing.T) {
 	assert.Zero(t, f.counting.Calls())
 }
 
-func TestClaim(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{})
+func TestClaim(t *testing.T) { leadertest.Run(t, testClaim) }
+
+func testClaim(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{})
 	ok := f.create(t, t0.Add(time.Hour))
 	require.NoError(t, f.job.Claim(t.Context(), ok))
 	assert.True(t, f.get(t, ok).ClaimedAt.Equal(t0))
-	assert.ErrorIs(t, f.job.Claim(t.Context(), ok), airdropexpiry.ErrNotClaimable)
+	assert.ErrorContains(t, f.job.Claim(t.Context(), ok), "airdrop cannot be claimed")
 	assert.ErrorContains(t, f.job.Claim(t.Context(), ok), "claimed already")
 
 	atDeadline := f.create(t, t0)
 	err := f.job.Claim(t.Context(), atDeadline)
-	assert.ErrorIs(t, err, airdropexpiry.ErrNotClaimable)
+	assert.ErrorContains(t, err, "airdrop cannot be claimed")
 	assert.ErrorContains(t, err, "deadline")
 
 	ctx, _ := leadertest.Lead(t, f.store, "airdropexpiry", "me")
@@ -177,16 +197,18 @@ func TestClaim(t *testing.T) {
 	require.NoError(t, err)
 	f.clock.Advance(-time.Hour) // even before the deadline, an expired airdrop stays expired
 	err = f.job.Claim(t.Context(), atDeadline)
-	assert.ErrorIs(t, err, airdropexpiry.ErrNotClaimable)
+	assert.ErrorContains(t, err, "airdrop cannot be claimed")
 	assert.ErrorContains(t, err, "expired at")
 
-	assert.ErrorIs(t, f.job.Claim(t.Context(), 999), airdropexpiry.ErrNotFound)
+	assert.ErrorContains(t, f.job.Claim(t.Context(), 999), "airdrop 999: airdrop not found")
 	_, err = f.job.Get(t.Context(), 999)
-	assert.ErrorIs(t, err, airdropexpiry.ErrNotFound)
+	assert.ErrorContains(t, err, "airdrop 999: airdrop not found")
 }
 
-func TestCreateBadInput(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{})
+func TestCreateBadInput(t *testing.T) { leadertest.Run(t, testCreateBadInput) }
+
+func testCreateBadInput(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{})
 	_, err := f.job.Create(t.Context(), "", 1, t0)
 	assert.EqualError(t, err, "airdropexpiry: create: empty recipient")
 	_, err = f.job.Create(t.Context(), "0xabc", 0, t0)
@@ -194,7 +216,11 @@ func TestCreateBadInput(t *testing.T) {
 }
 
 func TestJobExpiresBetweenStartAndStop(t *testing.T) {
-	f := setup(t, airdropexpiry.Config{Interval: 10 * time.Millisecond})
+	leadertest.Run(t, testJobExpiresBetweenStartAndStop)
+}
+
+func testJobExpiresBetweenStartAndStop(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, airdropexpiry.Config{Interval: 10 * time.Millisecond})
 	id := f.create(t, t0.Add(-time.Hour))
 	ctx, _ := leadertest.Lead(t, f.store, "airdropexpiry", "me")
 	require.NoError(t, f.job.Start(ctx))
@@ -220,4 +246,41 @@ func TestNewBadInput(t *testing.T) {
 	}
 	_, err := airdropexpiry.New(t.Context(), nil, airdropexpiry.Config{})
 	assert.EqualError(t, err, "airdropexpiry: nil store")
+}
+
+// TestOnPassAndPending: every periodic pass reports how many airdrops it
+// expired to OnPass (0 once none is due), with the term in ctx; Pending
+// counts the airdrops neither claimed nor expired.
+func TestOnPassAndPending(t *testing.T) { leadertest.Run(t, testOnPassAndPending) }
+
+func testOnPassAndPending(t *testing.T, b leadertest.Backend) {
+	type pass struct {
+		token   uint64
+		expired int
+	}
+	passes := make(chan pass, 100)
+	f := setup(t, b, airdropexpiry.Config{
+		Interval: 10 * time.Millisecond,
+		OnPass: func(ctx context.Context, n int) {
+			l, _ := elector.LeaseFromContext(ctx)
+			passes <- pass{l.Token, n}
+		},
+	})
+	f.create(t, t0.Add(-time.Hour))
+	f.create(t, t0.Add(-time.Minute))
+	f.create(t, t0.Add(time.Hour))
+	claimed := f.create(t, t0.Add(time.Hour))
+	require.NoError(t, f.job.Claim(t.Context(), claimed))
+	pending, err := f.job.Pending(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 3, pending)
+
+	ctx, l := leadertest.Lead(t, f.store, "airdropexpiry", "me")
+	require.NoError(t, f.job.Start(ctx))
+	assert.Equal(t, pass{l.Token, 2}, <-passes)
+	assert.Equal(t, pass{l.Token, 0}, <-passes)
+	require.NoError(t, f.job.Stop(t.Context()))
+	pending, err = f.job.Pending(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, pending)
 }

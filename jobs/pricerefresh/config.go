@@ -34,6 +34,10 @@ type Config struct {
 	// OnError receives the error of every failed refresh. Default: log it
 	// with slog.Default at level Error.
 	OnError func(ctx context.Context, err error)
+	// OnPass, if set, receives the prices of every periodic refresh that
+	// stored them, on the job's goroutine; ctx carries the term that wrote
+	// them (elector.LeaseFromContext gives its token).
+	OnPass func(ctx context.Context, prices []Price)
 }
 
 func (c Config) withDefaults() (Config, error) {

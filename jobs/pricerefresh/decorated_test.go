@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,27 +12,27 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/jobs/internal/leadertest"
 	"github.com/leaderaware/leaderaware/jobs/pricerefresh"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 var _ decorator.Job = (*pricerefresh.Job)(nil)
 
 // The whole stack: two replicas, each with its own store handle on one
-// SQLite file, run the decorated job. Only the leader's token ever appears in
-// the table; after the leader stops, the other replica takes over.
-func TestDecoratedReplicasOnOneFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "shared.db")
+// database (SQLite file or PostgreSQL schema), run the decorated job. Only
+// the leader's token ever appears in the table; after the leader stops, the
+// other replica takes over.
+func TestDecoratedReplicas(t *testing.T) { leadertest.Run(t, testDecoratedReplicas) }
+
+func testDecoratedReplicas(t *testing.T, db leadertest.Backend) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	type replica struct {
 		job   decorator.Job
 		raw   *pricerefresh.Job
-		store *sqlitelease.Store
+		store leadertest.Store
 	}
 	newReplica := func(holder string) replica {
-		st, err := sqlitelease.Open(path)
-		require.NoError(t, err)
-		t.Cleanup(func() { assert.NoError(t, st.Close()) })
+		st := db.Open(t)
 		e, err := elector.New(st, "pricerefresh", elector.Config{
 			TTL: 2 * time.Second, RetryInterval: 50 * time.Millisecond, Holder: holder,
 		})

@@ -1,7 +1,7 @@
 // Package pricerefresh is a reference job: it fetches prices from a
 // [PriceSource] every interval and stores them, with the time they were
-// fetched and the fencing token of the term that wrote them, in its own
-// SQLite table (pricerefresh_prices).
+// fetched and the fencing token of the term that wrote them, in a table of
+// its own, on SQLite or PostgreSQL (see jobs.FencedStore).
 //
 // The job knows nothing of leadership. Decorate it (decorator.Decorate) so
 // that one replica runs it; every write goes through the store's fenced

@@ -9,20 +9,27 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/jobs"
+	"github.com/leaderaware/leaderaware/jobs/internal/sqlschema"
 )
 
-// Table is the SQLite table the job owns.
-const Table = "pricerefresh_prices"
-
-const schema = `CREATE TABLE IF NOT EXISTS pricerefresh_prices (
+// tables creates the job's table, pricerefresh_prices.
+var tables = sqlschema.Tables{
+	sqlschema.SQLite: {`CREATE TABLE IF NOT EXISTS pricerefresh_prices (
 	symbol     TEXT PRIMARY KEY,
 	price      REAL NOT NULL,
 	fetched_at INTEGER NOT NULL, -- Unix nanoseconds
 	token      INTEGER NOT NULL  -- fencing token of the writing term
-) STRICT`
+) STRICT`},
+	sqlschema.PostgreSQL: {`CREATE TABLE IF NOT EXISTS pricerefresh_prices (
+	symbol     text PRIMARY KEY,
+	price      double precision NOT NULL,
+	fetched_at bigint NOT NULL, -- Unix nanoseconds
+	token      bigint NOT NULL  -- fencing token of the writing term
+)`},
+}
 
 const upsert = `INSERT INTO pricerefresh_prices (symbol, price, fetched_at, token)
-VALUES (?, ?, ?, ?)
+VALUES ($1, $2, $3, $4)
 ON CONFLICT (symbol) DO UPDATE SET
 	price = excluded.price, fetched_at = excluded.fetched_at, token = excluded.token`
 
@@ -37,7 +44,8 @@ type Job struct {
 }
 
 // New creates the job's table if it does not exist (using store.DB and
-// ctx) and returns the job. It validates cfg; errors name the bad value.
+// ctx), on SQLite or PostgreSQL, and returns the job. It validates cfg;
+// errors name the bad value.
 func New(ctx context.Context, store jobs.FencedStore, src PriceSource, cfg Config) (*Job, error) {
 	if store == nil {
 		return nil, errors.New("pricerefresh: nil store")
@@ -49,8 +57,8 @@ func New(ctx context.Context, store jobs.FencedStore, src PriceSource, cfg Confi
 	if err != nil {
 		return nil, err
 	}
-	if _, err := store.DB().ExecContext(ctx, schema); err != nil {
-		return nil, fmt.Errorf("pricerefresh: create table %s: %w", Table, err)
+	if err := sqlschema.Create(ctx, store.DB(), "pricerefresh", tables); err != nil {
+		return nil, err
 	}
 	j := &Job{store: store, src: src, cfg: cfg}
 	opts := []jobs.EveryOption{
@@ -62,7 +70,7 @@ func New(ctx context.Context, store jobs.FencedStore, src PriceSource, cfg Confi
 	if !cfg.WaitFirst {
 		opts = append(opts, jobs.WithImmediate())
 	}
-	j.every = jobs.Every(cfg.Interval, j.Refresh, opts...)
+	j.every = jobs.Every(cfg.Interval, j.pass, opts...)
 	return j, nil
 }
 
@@ -75,22 +83,37 @@ func (j *Job) Start(ctx context.Context) error { return j.every.Start(ctx) }
 // ctx. See jobs.EveryJob.Stop.
 func (j *Job) Stop(ctx context.Context) error { return j.every.Stop(ctx) }
 
+// pass is one periodic refresh, reported to Config.OnPass if it succeeds.
+func (j *Job) pass(ctx context.Context) error {
+	prices, err := j.refresh(ctx)
+	if err == nil && j.cfg.OnPass != nil {
+		j.cfg.OnPass(ctx, prices)
+	}
+	return err
+}
+
 // Refresh fetches prices once and upserts them, stamped with Config.Now and
 // the term's token, in one fenced transaction: all of them or none. ctx must
 // carry a term (error wrapping elector.ErrNoTerm otherwise, before anything
 // is fetched); if the term is no longer current the error wraps
 // elector.ErrLeaseLost and nothing is written.
 func (j *Job) Refresh(ctx context.Context) error {
+	_, err := j.refresh(ctx)
+	return err
+}
+
+// refresh is Refresh that returns the prices it stored.
+func (j *Job) refresh(ctx context.Context) ([]Price, error) {
 	t, ok := elector.TermFromContext(ctx)
 	if !ok {
-		return fmt.Errorf("pricerefresh: refresh: %w", elector.ErrNoTerm)
+		return nil, fmt.Errorf("pricerefresh: refresh: %w", elector.ErrNoTerm)
 	}
 	prices, err := j.src.Prices(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkPrices(prices); err != nil {
-		return fmt.Errorf("pricerefresh: price source returned bad prices: %w", err)
+		return nil, fmt.Errorf("pricerefresh: price source returned bad prices: %w", err)
 	}
 	fetchedAt := j.cfg.Now()
 	err = j.store.Fenced(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -107,9 +130,9 @@ func (j *Job) Refresh(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("pricerefresh: store %d prices: %w", len(prices), err)
+		return nil, fmt.Errorf("pricerefresh: store %d prices: %w", len(prices), err)
 	}
-	return nil
+	return prices, nil
 }
 
 // Latest returns the stored prices in symbol order. It reads through

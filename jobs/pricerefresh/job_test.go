@@ -39,9 +39,9 @@ func (s *fakeSource) Prices(ctx context.Context) ([]pricerefresh.Price, error) {
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
 
-func newJob(t *testing.T, src pricerefresh.PriceSource, cfg pricerefresh.Config) (*pricerefresh.Job, *leadertest.CountingStore, elector.Store) {
+func newJob(t *testing.T, b leadertest.Backend, src pricerefresh.PriceSource, cfg pricerefresh.Config) (*pricerefresh.Job, *leadertest.CountingStore, elector.Store) {
 	t.Helper()
-	st := leadertest.OpenStore(t)
+	st := b.Open(t)
 	counting := &leadertest.CountingStore{FencedStore: st}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return now }
@@ -58,9 +58,11 @@ func latest(t *testing.T, job *pricerefresh.Job) []pricerefresh.Quote {
 	return q
 }
 
-func TestRefreshUpsertsAsLeader(t *testing.T) {
+func TestRefreshUpsertsAsLeader(t *testing.T) { leadertest.Run(t, testRefreshUpsertsAsLeader) }
+
+func testRefreshUpsertsAsLeader(t *testing.T, b leadertest.Backend) {
 	src := &fakeSource{prices: []pricerefresh.Price{{"BTC", 64000.5}, {"ETH", 3100}}}
-	job, counting, st := newJob(t, src, pricerefresh.Config{})
+	job, counting, st := newJob(t, b, src, pricerefresh.Config{})
 	ctx, l := leadertest.Lead(t, st, "pricerefresh", "me")
 
 	require.NoError(t, job.Refresh(ctx))
@@ -80,8 +82,12 @@ func TestRefreshUpsertsAsLeader(t *testing.T) {
 }
 
 func TestRefreshRefusedForDeposedLeader(t *testing.T) {
+	leadertest.Run(t, testRefreshRefusedForDeposedLeader)
+}
+
+func testRefreshRefusedForDeposedLeader(t *testing.T, b leadertest.Backend) {
 	src := &fakeSource{prices: []pricerefresh.Price{{"BTC", 1}}}
-	job, _, st := newJob(t, src, pricerefresh.Config{})
+	job, _, st := newJob(t, b, src, pricerefresh.Config{})
 	oldCtx, oldLease := leadertest.Lead(t, st, "pricerefresh", "me")
 	require.NoError(t, job.Refresh(oldCtx))
 	before := latest(t, job)
@@ -99,9 +105,11 @@ func TestRefreshRefusedForDeposedLeader(t *testing.T) {
 	}
 }
 
-func TestRefreshWithoutTerm(t *testing.T) {
+func TestRefreshWithoutTerm(t *testing.T) { leadertest.Run(t, testRefreshWithoutTerm) }
+
+func testRefreshWithoutTerm(t *testing.T, b leadertest.Backend) {
 	src := &fakeSource{prices: []pricerefresh.Price{{"BTC", 1}}}
-	job, counting, _ := newJob(t, src, pricerefresh.Config{})
+	job, counting, _ := newJob(t, b, src, pricerefresh.Config{})
 	err := job.Refresh(t.Context())
 	require.ErrorIs(t, err, elector.ErrNoTerm)
 	assert.Zero(t, src.calls.Load(), "fetched without a term")
@@ -109,10 +117,12 @@ func TestRefreshWithoutTerm(t *testing.T) {
 	assert.Empty(t, latest(t, job))
 }
 
-func TestRefreshSourceError(t *testing.T) {
+func TestRefreshSourceError(t *testing.T) { leadertest.Run(t, testRefreshSourceError) }
+
+func testRefreshSourceError(t *testing.T, b leadertest.Backend) {
 	errDown := errors.New("source down")
 	src := &fakeSource{err: errDown}
-	job, counting, st := newJob(t, src, pricerefresh.Config{})
+	job, counting, st := newJob(t, b, src, pricerefresh.Config{})
 	ctx, _ := leadertest.Lead(t, st, "pricerefresh", "me")
 	require.ErrorIs(t, job.Refresh(ctx), errDown)
 	assert.Zero(t, counting.Calls())
@@ -123,8 +133,12 @@ func TestRefreshSourceError(t *testing.T) {
 }
 
 func TestJobRefreshesBetweenStartAndStop(t *testing.T) {
+	leadertest.Run(t, testJobRefreshesBetweenStartAndStop)
+}
+
+func testJobRefreshesBetweenStartAndStop(t *testing.T, b leadertest.Backend) {
 	src := pricerefresh.NewSimulatedSource(7, nil)
-	job, counting, st := newJob(t, src, pricerefresh.Config{Interval: 10 * time.Millisecond})
+	job, counting, st := newJob(t, b, src, pricerefresh.Config{Interval: 10 * time.Millisecond})
 	ctx, l := leadertest.Lead(t, st, "pricerefresh", "me")
 	startCtx, cancel := context.WithTimeout(ctx, time.Second)
 	require.NoError(t, job.Start(startCtx))
@@ -141,10 +155,12 @@ func TestJobRefreshesBetweenStartAndStop(t *testing.T) {
 	require.NoError(t, job.Stop(t.Context()))
 }
 
-func TestJobReportsRefusedWrites(t *testing.T) {
+func TestJobReportsRefusedWrites(t *testing.T) { leadertest.Run(t, testJobReportsRefusedWrites) }
+
+func testJobReportsRefusedWrites(t *testing.T, b leadertest.Backend) {
 	src := &fakeSource{prices: []pricerefresh.Price{{"BTC", 1}}}
 	errs := make(chan error, 100)
-	job, _, st := newJob(t, src, pricerefresh.Config{
+	job, _, st := newJob(t, b, src, pricerefresh.Config{
 		Interval: 10 * time.Millisecond,
 		OnError: func(ctx context.Context, err error) {
 			select {
@@ -188,4 +204,30 @@ func utc(qs []pricerefresh.Quote) []pricerefresh.Quote {
 		qs[i].FetchedAt = qs[i].FetchedAt.UTC()
 	}
 	return qs
+}
+
+// TestOnPassReportsEachRefresh: every periodic refresh that stored prices
+// reports them to OnPass, with the writing term in ctx.
+func TestOnPassReportsEachRefresh(t *testing.T) { leadertest.Run(t, testOnPassReportsEachRefresh) }
+
+func testOnPassReportsEachRefresh(t *testing.T, b leadertest.Backend) {
+	src := &fakeSource{prices: []pricerefresh.Price{{"BTC", 1}}}
+	type pass struct {
+		token  uint64
+		prices []pricerefresh.Price
+	}
+	passes := make(chan pass, 100)
+	job, _, st := newJob(t, b, src, pricerefresh.Config{
+		Interval: 10 * time.Millisecond,
+		OnPass: func(ctx context.Context, prices []pricerefresh.Price) {
+			l, _ := elector.LeaseFromContext(ctx)
+			passes <- pass{l.Token, prices}
+		},
+	})
+	ctx, l := leadertest.Lead(t, st, "pricerefresh", "me")
+	require.NoError(t, job.Start(ctx))
+	for range 2 {
+		assert.Equal(t, pass{l.Token, []pricerefresh.Price{{"BTC", 1}}}, <-passes)
+	}
+	require.NoError(t, job.Stop(t.Context()))
 }

@@ -8,9 +8,9 @@ import (
 	"sync"
 )
 
-// DefaultSimulatedPrices are the starting prices of a [SimulatedSource]
+// defaultSimulatedPrices are the starting prices of a [SimulatedSource]
 // given none.
-var DefaultSimulatedPrices = map[string]float64{"BTC": 60000, "ETH": 3000, "SOL": 150}
+var defaultSimulatedPrices = map[string]float64{"BTC": 60000, "ETH": 3000, "SOL": 150}
 
 // SimulatedSource is a deterministic [PriceSource] without network: each
 // call to Prices moves every symbol one step of a geometric random walk
@@ -25,11 +25,11 @@ type SimulatedSource struct {
 }
 
 // NewSimulatedSource returns a source seeded with seed that starts at
-// start (nil or empty means [DefaultSimulatedPrices]). Start prices must be
-// positive; others are replaced by 1.
+// start (nil or empty means BTC 60000, ETH 3000 and SOL 150). Start prices
+// must be positive; others are replaced by 1.
 func NewSimulatedSource(seed uint64, start map[string]float64) *SimulatedSource {
 	if len(start) == 0 {
-		start = DefaultSimulatedPrices
+		start = defaultSimulatedPrices
 	}
 	s := &SimulatedSource{
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),

@@ -68,6 +68,11 @@ type Config struct {
 	// they are recorded in the delivery. Default: log with slog.Default at
 	// level Error.
 	OnError func(ctx context.Context, err error)
+	// OnPass, if set, receives the number of deliveries attempted by every
+	// periodic worker pass that succeeded (0 when none was due), on the
+	// worker's goroutine; ctx carries the term of the pass
+	// (elector.LeaseFromContext gives its token).
+	OnPass func(ctx context.Context, attempted int)
 }
 
 func (c Config) withDefaults() (Config, error) {

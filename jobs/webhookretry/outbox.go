@@ -10,13 +10,20 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/jobs"
+	"github.com/leaderaware/leaderaware/jobs/internal/sqlschema"
 )
 
-// Table is the SQLite table the package owns.
-const Table = "webhookretry_deliveries"
+// The indexes are the same on both dialects.
+const (
+	dueIndex = `CREATE INDEX IF NOT EXISTS webhookretry_due ON webhookretry_deliveries (next_attempt_at, id)
+	WHERE status = 'pending'`
+	inflightIndex = `CREATE INDEX IF NOT EXISTS webhookretry_inflight ON webhookretry_deliveries (claimed_until)
+	WHERE status = 'inflight'`
+)
 
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS webhookretry_deliveries (
+// tables creates the package's table, webhookretry_deliveries.
+var tables = sqlschema.Tables{
+	sqlschema.SQLite: {`CREATE TABLE IF NOT EXISTS webhookretry_deliveries (
 	id               INTEGER PRIMARY KEY,
 	url              TEXT NOT NULL,
 	payload          BLOB NOT NULL,
@@ -30,15 +37,26 @@ var schema = []string{
 	last_error       TEXT NOT NULL DEFAULT '',
 	created_at       INTEGER NOT NULL,    -- Unix nanoseconds
 	delivered_at     INTEGER              -- Unix nanoseconds
-) STRICT`,
-	`CREATE INDEX IF NOT EXISTS webhookretry_due ON webhookretry_deliveries (next_attempt_at, id)
-	WHERE status = 'pending'`,
-	`CREATE INDEX IF NOT EXISTS webhookretry_inflight ON webhookretry_deliveries (claimed_until)
-	WHERE status = 'inflight'`,
+) STRICT`, dueIndex, inflightIndex},
+	sqlschema.PostgreSQL: {`CREATE TABLE IF NOT EXISTS webhookretry_deliveries (
+	id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	url              text NOT NULL,
+	payload          bytea NOT NULL,
+	idempotency_key  text NOT NULL UNIQUE,
+	status           text NOT NULL CHECK (status IN ('pending', 'inflight', 'delivered', 'dead')),
+	attempts         integer NOT NULL DEFAULT 0,
+	next_attempt_at  bigint NOT NULL,    -- Unix nanoseconds
+	claim_token      bigint NOT NULL DEFAULT 0,
+	claimed_until    bigint,             -- Unix nanoseconds, while in flight
+	last_status_code integer NOT NULL DEFAULT 0,
+	last_error       text NOT NULL DEFAULT '',
+	created_at       bigint NOT NULL,    -- Unix nanoseconds
+	delivered_at     bigint              -- Unix nanoseconds
+)`, dueIndex, inflightIndex},
 }
 
-// ErrNotFound is returned (wrapped) by [Outbox.Get] for an unknown id.
-var ErrNotFound = errors.New("delivery not found")
+// errNotFound is returned (wrapped) by [Outbox.Get] for an unknown id.
+var errNotFound = errors.New("delivery not found")
 
 // Outbox is the table of webhook deliveries and its worker. Enqueue and the
 // reads need no leadership; any replica may call them. Run the worker
@@ -49,8 +67,9 @@ type Outbox struct {
 	worker *Worker
 }
 
-// New creates the table if it does not exist (using store.DB and ctx) and
-// returns the outbox. It validates cfg; errors name the bad value.
+// New creates the table if it does not exist (using store.DB and ctx), on
+// SQLite or PostgreSQL, and returns the outbox. It validates cfg; errors
+// name the bad value.
 func New(ctx context.Context, store jobs.FencedStore, cfg Config) (*Outbox, error) {
 	if store == nil {
 		return nil, errors.New("webhookretry: nil store")
@@ -59,10 +78,8 @@ func New(ctx context.Context, store jobs.FencedStore, cfg Config) (*Outbox, erro
 	if err != nil {
 		return nil, err
 	}
-	for _, stmt := range schema {
-		if _, err := store.DB().ExecContext(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("webhookretry: create table %s: %w", Table, err)
-		}
+	if err := sqlschema.Create(ctx, store.DB(), "webhookretry", tables); err != nil {
+		return nil, err
 	}
 	o := &Outbox{store: store, cfg: cfg}
 	o.worker = newWorker(o)
@@ -87,26 +104,26 @@ func (o *Outbox) Enqueue(ctx context.Context, rawURL string, payload []byte) (in
 	if payload == nil {
 		payload = []byte{}
 	}
-	now := o.cfg.Now().UnixNano()
-	res, err := o.store.DB().ExecContext(ctx,
+	var id int64
+	err = o.store.DB().QueryRowContext(ctx,
 		`INSERT INTO webhookretry_deliveries (url, payload, idempotency_key, status, next_attempt_at, created_at)
-		VALUES (?, ?, ?, 'pending', ?, ?)`,
-		rawURL, payload, rand.Text(), now, now)
+		VALUES ($1, $2, $3, 'pending', $4, $4) RETURNING id`,
+		rawURL, payload, rand.Text(), o.cfg.Now().UnixNano()).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("webhookretry: enqueue to %s: %w", rawURL, err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 const selectDelivery = `SELECT id, url, payload, idempotency_key, status, attempts, next_attempt_at,
 	claim_token, claimed_until, last_status_code, last_error, created_at, delivered_at
 FROM webhookretry_deliveries`
 
-// Get returns delivery id, or an error wrapping [ErrNotFound].
+// Get returns delivery id, or an error saying it is not found.
 func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
-	d, err := scanDelivery(o.store.DB().QueryRowContext(ctx, selectDelivery+` WHERE id = ?`, id))
+	d, err := scanDelivery(o.store.DB().QueryRowContext(ctx, selectDelivery+` WHERE id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("webhookretry: delivery %d: %w", id, ErrNotFound)
+		return d, fmt.Errorf("webhookretry: delivery %d: %w", id, errNotFound)
 	}
 	if err != nil {
 		return d, fmt.Errorf("webhookretry: read delivery %d: %w", id, err)
@@ -118,10 +135,11 @@ func (o *Outbox) Get(ctx context.Context, id int64) (Delivery, error) {
 // of them (limit ≤ 0 means all). List(ctx, StatusDead, 0) is the dead-letter
 // queue.
 func (o *Outbox) List(ctx context.Context, s Status, limit int) ([]Delivery, error) {
-	if limit <= 0 {
-		limit = -1
+	query, args := selectDelivery+` WHERE status = $1 ORDER BY id`, []any{string(s)}
+	if limit > 0 {
+		query, args = query+` LIMIT $2`, append(args, limit)
 	}
-	rows, err := o.store.DB().QueryContext(ctx, selectDelivery+` WHERE status = ? ORDER BY id LIMIT ?`, string(s), limit)
+	rows, err := o.store.DB().QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("webhookretry: list %s deliveries: %w", s, err)
 	}

@@ -22,38 +22,38 @@ const maxDrain = 64 << 10
 // deadLetterStale dead-letters deliveries that have used all their
 // attempts but are not dead yet: in flight with an expired claim (the
 // outcome of the last attempt is unknown), or pending after MaxAttempts was
-// lowered. ?1 now, ?2 MaxAttempts.
+// lowered. $1 now, $2 MaxAttempts.
 const deadLetterStale = `UPDATE webhookretry_deliveries
 SET status = 'dead', claimed_until = NULL,
 	last_error = CASE WHEN status = 'inflight'
 		THEN 'claim of attempt ' || attempts || ' expired; its outcome is unknown'
 		ELSE last_error END
-WHERE attempts >= ?2 AND (status = 'pending' OR (status = 'inflight' AND claimed_until <= ?1))`
+WHERE attempts >= $2 AND (status = 'pending' OR (status = 'inflight' AND claimed_until <= $1))`
 
 // claimOne claims the delivery due first: pending and due, or in flight
-// with an expired claim. ?1 token, ?2 claimed until, ?3 now, ?4 MaxAttempts.
+// with an expired claim. $1 token, $2 claimed until, $3 now, $4 MaxAttempts.
 const claimOne = `UPDATE webhookretry_deliveries
-SET status = 'inflight', attempts = attempts + 1, claim_token = ?1, claimed_until = ?2
+SET status = 'inflight', attempts = attempts + 1, claim_token = $1, claimed_until = $2
 WHERE id = (
 	SELECT id FROM webhookretry_deliveries
-	WHERE attempts < ?4
-		AND ((status = 'pending' AND next_attempt_at <= ?3) OR (status = 'inflight' AND claimed_until <= ?3))
+	WHERE attempts < $4
+		AND ((status = 'pending' AND next_attempt_at <= $3) OR (status = 'inflight' AND claimed_until <= $3))
 	ORDER BY next_attempt_at, id
 	LIMIT 1
 )
 RETURNING id, url, payload, idempotency_key, attempts`
 
-// finish records the outcome of the attempt that the claim (?5 id, ?6
-// token, ?7 attempts) made, if that claim still holds. ?1 status, ?2 next
-// attempt at, ?3 status code, ?4 error text, ?8 delivered at (or NULL).
+// finish records the outcome of the attempt that the claim ($5 id, $6
+// token, $7 attempts) made, if that claim still holds. $1 status, $2 next
+// attempt at, $3 status code, $4 error text, $8 delivered at (or NULL).
 const finish = `UPDATE webhookretry_deliveries
-SET status = ?1, next_attempt_at = ?2, last_status_code = ?3, last_error = ?4,
-	claimed_until = NULL, delivered_at = ?8
-WHERE id = ?5 AND status = 'inflight' AND claim_token = ?6 AND attempts = ?7`
+SET status = $1, next_attempt_at = $2, last_status_code = $3, last_error = $4,
+	claimed_until = NULL, delivered_at = $8
+WHERE id = $5 AND status = 'inflight' AND claim_token = $6 AND attempts = $7`
 
-// ErrClaimTakenOver is returned (wrapped) when a worker records an attempt
+// errClaimTakenOver is returned (wrapped) when a worker records an attempt
 // whose claim another worker has taken over since; the result is dropped.
-var ErrClaimTakenOver = errors.New("claim taken over")
+var errClaimTakenOver = errors.New("claim taken over")
 
 // Worker sends the deliveries of an [Outbox]. It is a plain job
 // (Start/Stop) built on jobs.Every: between Start and Stop, one goroutine
@@ -86,8 +86,12 @@ func (w *Worker) Start(ctx context.Context) error { return w.every.Start(ctx) }
 // jobs.EveryJob.Stop.
 func (w *Worker) Stop(ctx context.Context) error { return w.every.Stop(ctx) }
 
+// run is one periodic pass, reported to Config.OnPass if it succeeds.
 func (w *Worker) run(ctx context.Context) error {
-	_, err := w.Deliver(ctx)
+	n, err := w.Deliver(ctx)
+	if err == nil && w.o.cfg.OnPass != nil {
+		w.o.cfg.OnPass(ctx, n)
+	}
 	return err
 }
 
@@ -170,9 +174,9 @@ func (w *Worker) send(ctx context.Context, d claimed) (int, error) {
 		return 0, fmt.Errorf("POST %s: %w", d.url, err)
 	}
 	req.Header.Set("Content-Type", cfg.ContentType)
-	req.Header.Set(SignatureHeader, Signature(cfg.Secret, d.payload))
-	req.Header.Set(IdempotencyKeyHeader, d.key)
-	req.Header.Set(AttemptHeader, strconv.Itoa(d.attempts))
+	req.Header.Set(signatureHeader, signature(cfg.Secret, d.payload))
+	req.Header.Set(idempotencyKeyHeader, d.key)
+	req.Header.Set(attemptHeader, strconv.Itoa(d.attempts))
 	resp, err := cfg.Client.Do(req)
 	if err != nil {
 		return 0, err // a *url.Error naming POST and the URL
@@ -211,7 +215,7 @@ func (w *Worker) record(ctx context.Context, d claimed, code int, sendErr error)
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return errors.Join(err, ErrClaimTakenOver)
+			return errors.Join(err, errClaimTakenOver)
 		}
 		return nil
 	})

@@ -49,7 +49,7 @@ func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *htt
 		rc.mu.Lock()
 		rc.reqs = append(rc.reqs, request{
 			body:        string(body),
-			signatureOK: webhookretry.VerifySignature(secret, body, r.Header.Get("X-Signature")),
+			signatureOK: validSignature(secret, body, r.Header.Get("X-Signature")),
 			key:         r.Header.Get("Idempotency-Key"),
 			attempt:     r.Header.Get("Webhook-Attempt"),
 			contentType: r.Header.Get("Content-Type"),
@@ -83,9 +83,9 @@ type fixture struct {
 	store    elector.Store
 }
 
-func setup(t *testing.T, cfg webhookretry.Config) fixture {
+func setup(t *testing.T, b leadertest.Backend, cfg webhookretry.Config) fixture {
 	t.Helper()
-	st := leadertest.OpenStore(t)
+	st := b.Open(t)
 	f := fixture{clock: leadertest.NewClock(t0), counting: &leadertest.CountingStore{FencedStore: st}, store: st}
 	cfg.Secret = secret
 	cfg.Now = f.clock.Now
@@ -123,9 +123,11 @@ func (f fixture) deliver(t *testing.T, ctx context.Context, want int) {
 	require.Equal(t, want, n, "attempted deliveries")
 }
 
-func TestDeliverSucceeds(t *testing.T) {
+func TestDeliverSucceeds(t *testing.T) { leadertest.Run(t, testDeliverSucceeds) }
+
+func testDeliverSucceeds(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, status(http.StatusNoContent))
-	f := setup(t, webhookretry.Config{})
+	f := setup(t, b, webhookretry.Config{})
 	id := f.enqueue(t, rc.srv.URL+"/hook", `{"event":"paid","id":42}`)
 	ctx, l := leadertest.Lead(t, f.store, "webhookretry", "me")
 	f.clock.Advance(time.Second)
@@ -156,6 +158,10 @@ func TestDeliverSucceeds(t *testing.T) {
 }
 
 func TestDeliverRetriesWithBackoffAndSameKey(t *testing.T) {
+	leadertest.Run(t, testDeliverRetriesWithBackoffAndSameKey)
+}
+
+func testDeliverRetriesWithBackoffAndSameKey(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n < 3 {
 			http.Error(w, "try later", http.StatusInternalServerError)
@@ -163,7 +169,7 @@ func TestDeliverRetriesWithBackoffAndSameKey(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	f := setup(t, webhookretry.Config{BaseBackoff: time.Minute})
+	f := setup(t, b, webhookretry.Config{BaseBackoff: time.Minute})
 	id := f.enqueue(t, rc.srv.URL, `{"n":1}`)
 	ctx, _ := leadertest.Lead(t, f.store, "webhookretry", "me")
 
@@ -203,9 +209,11 @@ func TestDeliverRetriesWithBackoffAndSameKey(t *testing.T) {
 	}
 }
 
-func TestDeadLetterAfterMaxAttempts(t *testing.T) {
+func TestDeadLetterAfterMaxAttempts(t *testing.T) { leadertest.Run(t, testDeadLetterAfterMaxAttempts) }
+
+func testDeadLetterAfterMaxAttempts(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, status(http.StatusInternalServerError))
-	f := setup(t, webhookretry.Config{MaxAttempts: 3, BaseBackoff: time.Minute, MaxBackoff: 10 * time.Minute})
+	f := setup(t, b, webhookretry.Config{MaxAttempts: 3, BaseBackoff: time.Minute, MaxBackoff: 10 * time.Minute})
 	id := f.enqueue(t, rc.srv.URL, `{}`)
 	other := f.enqueue(t, rc.srv.URL, `{}`)
 	ctx, _ := leadertest.Lead(t, f.store, "webhookretry", "me")
@@ -230,11 +238,13 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	assert.Empty(t, pending)
 }
 
-func TestTimeoutIsAFailedAttempt(t *testing.T) {
+func TestTimeoutIsAFailedAttempt(t *testing.T) { leadertest.Run(t, testTimeoutIsAFailedAttempt) }
+
+func testTimeoutIsAFailedAttempt(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // hang until the worker gives up
 	})
-	f := setup(t, webhookretry.Config{Timeout: 100 * time.Millisecond})
+	f := setup(t, b, webhookretry.Config{Timeout: 100 * time.Millisecond})
 	id := f.enqueue(t, rc.srv.URL, `{}`)
 	ctx, _ := leadertest.Lead(t, f.store, "webhookretry", "me")
 	start := time.Now()
@@ -248,11 +258,13 @@ func TestTimeoutIsAFailedAttempt(t *testing.T) {
 	assert.Contains(t, d.LastError, "context deadline exceeded")
 }
 
-func TestRedirectIsNotFollowed(t *testing.T) {
+func TestRedirectIsNotFollowed(t *testing.T) { leadertest.Run(t, testRedirectIsNotFollowed) }
+
+func testRedirectIsNotFollowed(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/elsewhere", http.StatusFound)
 	})
-	f := setup(t, webhookretry.Config{})
+	f := setup(t, b, webhookretry.Config{})
 	id := f.enqueue(t, rc.srv.URL, `{}`)
 	ctx, _ := leadertest.Lead(t, f.store, "webhookretry", "me")
 	f.deliver(t, ctx, 1)
@@ -262,9 +274,11 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	assert.Len(t, rc.requests(), 1)
 }
 
-func TestDeposedLeaderSendsNothing(t *testing.T) {
+func TestDeposedLeaderSendsNothing(t *testing.T) { leadertest.Run(t, testDeposedLeaderSendsNothing) }
+
+func testDeposedLeaderSendsNothing(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, status(http.StatusOK))
-	f := setup(t, webhookretry.Config{})
+	f := setup(t, b, webhookretry.Config{})
 	id := f.enqueue(t, rc.srv.URL, `{}`)
 	oldCtx, l := leadertest.Lead(t, f.store, "webhookretry", "me")
 	newCtx, _ := leadertest.Depose(t, f.store, l)
@@ -281,8 +295,10 @@ func TestDeposedLeaderSendsNothing(t *testing.T) {
 	assert.Len(t, rc.requests(), 1)
 }
 
-func TestDeliverWithoutTerm(t *testing.T) {
-	f := setup(t, webhookretry.Config{})
+func TestDeliverWithoutTerm(t *testing.T) { leadertest.Run(t, testDeliverWithoutTerm) }
+
+func testDeliverWithoutTerm(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, webhookretry.Config{})
 	f.enqueue(t, "http://127.0.0.1:1/never", `{}`)
 	_, err := f.outbox.Worker().Deliver(t.Context())
 	require.ErrorIs(t, err, elector.ErrNoTerm)
@@ -324,7 +340,11 @@ func (d *deposer) result(t *testing.T) context.Context {
 }
 
 func TestNeverSentTwiceAtTheSameTime(t *testing.T) {
-	f := setup(t, webhookretry.Config{Timeout: 2 * time.Second, ClaimTTL: 5 * time.Second})
+	leadertest.Run(t, testNeverSentTwiceAtTheSameTime)
+}
+
+func testNeverSentTwiceAtTheSameTime(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, webhookretry.Config{Timeout: 2 * time.Second, ClaimTTL: 5 * time.Second})
 	oldCtx, oldLease := leadertest.Lead(t, f.store, "webhookretry", "me")
 	var dep deposer
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -362,7 +382,11 @@ func TestNeverSentTwiceAtTheSameTime(t *testing.T) {
 }
 
 func TestExpiredClaimOfLastAttemptIsDeadLettered(t *testing.T) {
-	f := setup(t, webhookretry.Config{MaxAttempts: 1, Timeout: time.Second, ClaimTTL: 2 * time.Second})
+	leadertest.Run(t, testExpiredClaimOfLastAttemptIsDeadLettered)
+}
+
+func testExpiredClaimOfLastAttemptIsDeadLettered(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, webhookretry.Config{MaxAttempts: 1, Timeout: time.Second, ClaimTTL: 2 * time.Second})
 	oldCtx, oldLease := leadertest.Lead(t, f.store, "webhookretry", "me")
 	var dep deposer
 	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -382,9 +406,11 @@ func TestExpiredClaimOfLastAttemptIsDeadLettered(t *testing.T) {
 	assert.Len(t, rc.requests(), 1)
 }
 
-func TestBatchSize(t *testing.T) {
+func TestBatchSize(t *testing.T) { leadertest.Run(t, testBatchSize) }
+
+func testBatchSize(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, status(http.StatusOK))
-	f := setup(t, webhookretry.Config{BatchSize: 2})
+	f := setup(t, b, webhookretry.Config{BatchSize: 2})
 	for range 3 {
 		f.enqueue(t, rc.srv.URL, `{}`)
 	}
@@ -395,8 +421,12 @@ func TestBatchSize(t *testing.T) {
 }
 
 func TestWorkerDeliversBetweenStartAndStop(t *testing.T) {
+	leadertest.Run(t, testWorkerDeliversBetweenStartAndStop)
+}
+
+func testWorkerDeliversBetweenStartAndStop(t *testing.T, b leadertest.Backend) {
 	rc := newReceiver(t, status(http.StatusOK))
-	f := setup(t, webhookretry.Config{Interval: 10 * time.Millisecond})
+	f := setup(t, b, webhookretry.Config{Interval: 10 * time.Millisecond})
 	ctx, _ := leadertest.Lead(t, f.store, "webhookretry", "me")
 	w := f.outbox.Worker()
 	require.NoError(t, w.Start(ctx))
@@ -416,12 +446,16 @@ func TestWorkerDeliversBetweenStartAndStop(t *testing.T) {
 }
 
 func TestStopDuringRequestRecordsTheAttempt(t *testing.T) {
+	leadertest.Run(t, testStopDuringRequestRecordsTheAttempt)
+}
+
+func testStopDuringRequestRecordsTheAttempt(t *testing.T, b leadertest.Backend) {
 	arrived := make(chan struct{}, 1)
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		arrived <- struct{}{}
 		<-r.Context().Done()
 	})
-	f := setup(t, webhookretry.Config{Timeout: time.Minute})
+	f := setup(t, b, webhookretry.Config{Timeout: time.Minute})
 	id := f.enqueue(t, rc.srv.URL, `{}`)
 	ctx, _ := leadertest.Lead(t, f.store, "webhookretry", "me")
 	w := f.outbox.Worker()
@@ -436,14 +470,16 @@ func TestStopDuringRequestRecordsTheAttempt(t *testing.T) {
 	assert.Contains(t, d.LastError, "context canceled")
 }
 
-func TestEnqueueBadURL(t *testing.T) {
-	f := setup(t, webhookretry.Config{})
+func TestEnqueueBadURL(t *testing.T) { leadertest.Run(t, testEnqueueBadURL) }
+
+func testEnqueueBadURL(t *testing.T, b leadertest.Backend) {
+	f := setup(t, b, webhookretry.Config{})
 	for _, u := range []string{"", "example.com/hook", "ftp://example.com/hook", "http://"} {
 		_, err := f.outbox.Enqueue(t.Context(), u, nil)
 		assert.ErrorContains(t, err, `"`+u+`"`)
 	}
 	_, err := f.outbox.Get(t.Context(), 99)
-	assert.ErrorIs(t, err, webhookretry.ErrNotFound)
+	assert.ErrorContains(t, err, "delivery 99: delivery not found")
 }
 
 func TestNewBadConfig(t *testing.T) {
@@ -466,4 +502,32 @@ func TestNewBadConfig(t *testing.T) {
 	}
 	_, err := webhookretry.New(t.Context(), nil, webhookretry.Config{Secret: secret})
 	assert.EqualError(t, err, "webhookretry: nil store")
+}
+
+// TestOnPass: every periodic worker pass reports how many deliveries it
+// attempted to OnPass (0 once none is due), with the term in ctx.
+func TestOnPass(t *testing.T) { leadertest.Run(t, testOnPass) }
+
+func testOnPass(t *testing.T, b leadertest.Backend) {
+	rc := newReceiver(t, status(http.StatusOK))
+	type pass struct {
+		token     uint64
+		attempted int
+	}
+	passes := make(chan pass, 100)
+	f := setup(t, b, webhookretry.Config{
+		Interval: 10 * time.Millisecond,
+		OnPass: func(ctx context.Context, n int) {
+			l, _ := elector.LeaseFromContext(ctx)
+			passes <- pass{l.Token, n}
+		},
+	})
+	f.enqueue(t, rc.srv.URL, `{}`)
+	f.enqueue(t, rc.srv.URL, `{}`)
+	ctx, l := leadertest.Lead(t, f.store, "webhookretry", "me")
+	w := f.outbox.Worker()
+	require.NoError(t, w.Start(ctx))
+	assert.Equal(t, pass{l.Token, 2}, <-passes)
+	assert.Equal(t, pass{l.Token, 0}, <-passes)
+	require.NoError(t, w.Stop(t.Context()))
 }

@@ -2,35 +2,142 @@ package leadertest
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
+	"io"
+	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/jobs"
+	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
-var _ jobs.FencedStore = (*sqlitelease.Store)(nil)
+var (
+	_ jobs.FencedStore = (*sqlitelease.Store)(nil)
+	_ jobs.FencedStore = (*pglease.SQL)(nil)
+)
+
+// envPG names the environment variable with the DSN of the PostgreSQL
+// server the tests may use.
+const envPG = "LEADERAWARE_TEST_PG"
 
 // OpenStore opens a store on a fresh file in t's temporary directory and
 // closes it when the test ends.
 func OpenStore(t testing.TB) *sqlitelease.Store {
 	t.Helper()
-	st, err := sqlitelease.Open(filepath.Join(t.TempDir(), "leaderaware.db"))
+	return openSQLite(t, filepath.Join(t.TempDir(), "leaderaware.db"))
+}
+
+// openSQLite opens a store on the file at path and closes it when the test
+// ends.
+func openSQLite(t testing.TB, path string) *sqlitelease.Store {
+	t.Helper()
+	st, err := sqlitelease.Open(path)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
+	t.Cleanup(func() { closeAll(t, st) })
 	return st
+}
+
+// Store is a handle on a database as the tests use it: its leases
+// (elector.Store, for [Lead] and [Depose]) and what the jobs get
+// (jobs.FencedStore).
+type Store struct {
+	elector.Store
+	jobs.FencedStore
+}
+
+// Backend is a database for one test: a fresh SQLite file, or a fresh
+// schema on the PostgreSQL server that LEADERAWARE_TEST_PG names (leases and
+// job tables alike), dropped when the test ends.
+type Backend struct {
+	open func(t testing.TB) Store
+}
+
+// Run runs f as the subtest "sqlite" and as the subtest "postgres", each on
+// a backend of its own. The PostgreSQL one is skipped when
+// LEADERAWARE_TEST_PG is unset.
+func Run(t *testing.T, f func(t *testing.T, b Backend)) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "leaderaware.db")
+		f(t, Backend{open: func(t testing.TB) Store {
+			st := openSQLite(t, path)
+			return Store{st, st}
+		}})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := os.Getenv(envPG)
+		if dsn == "" {
+			t.Skipf("set %s=postgres://user@host:5432/db?sslmode=disable to run the jobs on PostgreSQL", envPG)
+		}
+		schema := "leadertest_" + strings.ToLower(rand.Text()[:12]) // unquoted in search_path
+		t.Cleanup(func() { dropSchema(t, dsn, schema) })
+		dsn = withSearchPath(dsn, schema)
+		f(t, Backend{open: func(t testing.TB) Store {
+			st, err := pglease.Open(t.Context(), dsn, pglease.WithSchema(schema))
+			if err != nil {
+				t.Fatalf("open store: %v", err)
+			}
+			q := st.OpenSQL()
+			t.Cleanup(func() { closeAll(t, q, st) })
+			return Store{st, q}
+		}})
+	})
+}
+
+// Open returns a new handle on b's database, closed when t ends. Handles
+// of one backend see one another's leases and rows, like replicas.
+func (b Backend) Open(t testing.TB) Store {
+	t.Helper()
+	return b.open(t)
+}
+
+// closeAll closes cs in order and reports their errors.
+func closeAll(t testing.TB, cs ...io.Closer) {
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			t.Errorf("close %T: %v", c, err)
+		}
+	}
+}
+
+// withSearchPath returns dsn (a URL or keyword/value string) with
+// search_path set to schema, so that the jobs' tables go there.
+func withSearchPath(dsn, schema string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " search_path=" + schema
+}
+
+// dropSchema drops schema and everything in it.
+func dropSchema(t testing.TB, dsn, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+	}
 }
 
 // Term is an [elector.Term] for one fixed lease. It never renews anything:

@@ -1,0 +1,103 @@
+package fxmodule_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/fxmodule"
+	"github.com/leaderaware/leaderaware/pglease"
+)
+
+// pgApp is an app with Module on PostgreSQL (the leases in schema) and
+// inner as testJob, which puts the graph's stores in *pg and *es.
+func pgApp(t *testing.T, dsn, schema, holder string, inner *countingJob, pg **pglease.Store, es *elector.Store) *fxtest.App {
+	t.Helper()
+	cfg := fast
+	cfg.Holder = holder
+	return fxtestNew(t,
+		fxmodule.Module(fxmodule.Config{
+			PostgresDSN:     dsn,
+			PostgresOptions: []pglease.Option{pglease.WithSchema(schema)},
+			Elector:         cfg,
+		}),
+		fx.Provide(func() testJob { return inner }),
+		fxmodule.LeaderJob[testJob]("pg-job"),
+		fx.Populate(pg, es),
+	)
+}
+
+// TestModulePostgres runs two apps with Config.PostgresDSN, in a
+// Kubernetes pod (where the default SQLite file would be refused): the
+// module opens a *pglease.Store and provides it as the elector.Store,
+// exactly one app runs the job and holds its lease in PostgreSQL, the
+// other takes over when it stops, the lifecycle closes each store, and no
+// SQLite file is created.
+func TestModulePostgres(t *testing.T) {
+	dsn := pgDSN(t)
+	schema := pgSchema(t, dsn)
+	inPod(t, true)
+	shared := new(counters)
+	a, b := newCountingJob(shared), newCountingJob(shared)
+	var pgA, pgB *pglease.Store
+	var esA, esB elector.Store
+	appA := pgApp(t, dsn, schema, "replica-a", a, &pgA, &esA)
+	appB := pgApp(t, dsn, schema, "replica-b", b, &pgB, &esB)
+	require.NotNil(t, pgA)
+	assert.Same(t, pgA, esA, "the elector.Store should be the *pglease.Store")
+	assert.Same(t, pgB, esB, "the elector.Store should be the *pglease.Store")
+
+	requireHandoff(t, shared, replica{appA.RequireStart(), a, "replica-a"}, replica{appB.RequireStart(), b, "replica-b"},
+		func(leader replica) {
+			rows, err := pgA.List(t.Context())
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			assert.Equal(t, "pg-job", rows[0].Name)
+			assert.Equal(t, leader.holder, rows[0].Holder, "the leader should hold the lease in PostgreSQL")
+		})
+	for _, s := range []*pglease.Store{pgA, pgB} {
+		_, err := s.Get(context.Background(), "pg-job")
+		assert.ErrorIs(t, err, pglease.ErrClosed, "the app's stop should close its store")
+	}
+	assertNoFile(t, fxmodule.DefaultSQLitePath)
+}
+
+// TestModulePostgresRefuses: a store that cannot open is an error from
+// fx.New naming the server, and nothing runs; a Config that names two
+// stores, or PostgreSQL options without a DSN, is refused before anything
+// is opened.
+func TestModulePostgresRefuses(t *testing.T) {
+	t.Chdir(t.TempDir())
+	inner := newCountingJob(nil)
+	app := fx.New(quiet,
+		fxmodule.Module(fxmodule.Config{PostgresDSN: "postgres://app:secret@127.0.0.1:1/app?connect_timeout=2"}),
+		fx.Provide(func() testJob { return inner }),
+		fxmodule.LeaderJob[testJob]("job"),
+	)
+	require.Error(t, app.Err())
+	assert.ErrorContains(t, app.Err(), "fxmodule: lease store: pglease")
+	assert.ErrorContains(t, app.Err(), "127.0.0.1")
+	assert.NotContains(t, app.Err().Error(), "secret", "the error must not show the password")
+	assert.Zero(t, inner.starts.Load())
+	assertNoFile(t, fxmodule.DefaultSQLitePath)
+
+	for name, tc := range map[string]struct {
+		cfg  fxmodule.Config
+		want string
+	}{
+		"both stores":             {fxmodule.Config{SQLitePath: "x.db", PostgresDSN: "postgres://db/app"}, `both Config.SQLitePath "x.db" and Config.PostgresDSN`},
+		"options without the DSN": {fxmodule.Config{PostgresOptions: []pglease.Option{pglease.WithSchema("s")}}, "Config.PostgresOptions is set without Config.PostgresDSN"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			refused(t, []string{"fxmodule.Module", tc.want}, func(string, *atomic.Int64) fx.Option { return fxmodule.Module(tc.cfg) },
+				provide[testJob](newCountingJob(nil)), leaderJob[testJob]("job"))
+			assertNoFile(t, "x.db")
+		})
+	}
+}

@@ -14,29 +14,38 @@
 //   - client-go: two leaderelection.LeaderElectors, each with its own
 //     resourcelock.LeaseLock on one fake.NewSimpleClientset().
 //
-// Both get the same timings: a lease of 1.5s, renewals every 0.5s (client-go:
-// RetryPeriod 0.5s, RenewDeadline 1s) and retries every 0.5s. The benchmarks
-// are:
+// Both get the same TTL (1.5s, 2s, and 15s, the default of both libraries)
+// with each library's renewal and retry settings for it (see the timings
+// variables in peers_test.go). The benchmarks are:
 //
 //   - BenchmarkHandoff: the leader steps down gracefully (leaderaware:
 //     Term.Resign; client-go: cancel the leader's context with
-//     ReleaseOnCancel) and the figure is the wall time until the other
-//     candidate leads, in ms/handoff.
+//     ReleaseOnCancel); the wall time until the other candidate's job runs.
 //   - BenchmarkCrashFailover: every store or API call of the leader fails from
-//     one instant on, as if its process had been killed or cut off; the figures
-//     are the wall time until the other candidate leads (ms/failover) and how
-//     long the old leader still believed it led after that (ms/overlap).
-//     It runs at 1.5s and again at 2s, because client-go stores a lease
-//     duration in whole seconds and truncates 1.5s to 1s.
+//     one instant on, as if its process had been killed; the wall time from
+//     then, and from the leader's last renewal, until the other candidate,
+//     already waiting, runs its job, and how long the old leader's job still
+//     ran after that (two leaders at once).
+//   - BenchmarkFrozenLeader: every store or API call of the leader hangs from
+//     one instant on (a SIGSTOP-like freeze of its connection); the same
+//     figures, and a check that leaderaware's new leader never starts before
+//     the lease has gone unrenewed for a whole TTL, nor before the old
+//     leader's trust window closed.
 //   - BenchmarkGoroutines: goroutines per running candidate while one leads
-//     and one waits (goroutines/elector, also per leader and per follower).
+//     and one waits.
+//
+// A fake clientset lives in one process, so client-go's crash is simulated
+// in-process, and leaderaware's is too, the same way, for a like-for-like
+// comparison; the root module's BenchmarkSQLiteCrashFailover kills a real
+// process.
 //
 // Everything runs on the real clock (client-go cannot run in a
-// testing/synctest bubble), so one iteration takes up to seconds. Run:
+// testing/synctest bubble). Each benchmark iteration runs five scenarios at
+// once, each in a store of its own; the figures are the median and the
+// largest over every scenario of the run. Run:
 //
 //	cd bench/peers && go test -run '^$' -bench . -benchtime=3x ./...
 //
-// and add -count=10 for benchstat. The ns/op column is suppressed because an
-// iteration includes setup and settling waits; the reported metrics are
-// means over the iterations of one run.
+// The command cmd/charts turns this output and the root module's into the
+// PNG charts in bench/; see README.md.
 package peers

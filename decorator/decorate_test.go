@@ -212,9 +212,9 @@ func TestErrorsAreLoggedWithoutOnError(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, d.Stop(ctx))
 		out := logBuf.String()
-		assert.Contains(t, out, `level=DEBUG msg=elected job=*decorator_test.fakeJob lease=job holder=a token=1`)
-		assert.Contains(t, out, `level=ERROR msg="leader job error" job=*decorator_test.fakeJob err="decorator: start *decorator_test.fakeJob: no config"`)
-		assert.Contains(t, out, `level=DEBUG msg=demoted job=*decorator_test.fakeJob lease=job holder=a token=1 cause="decorator: start *decorator_test.fakeJob: no config"`)
+		assert.Contains(t, out, `level=INFO msg=elected job=*decorator_test.fakeJob lease=job holder=a token=1 trust=2.7s`)
+		assert.Contains(t, out, `level=ERROR msg="leader job error" job=*decorator_test.fakeJob lease=job holder=a token=1 err="decorator: start *decorator_test.fakeJob: no config"`)
+		assert.Contains(t, out, `level=WARN msg=demoted job=*decorator_test.fakeJob lease=job holder=a token=1 cause=start_failed held=0s err="decorator: start *decorator_test.fakeJob: no config"`)
 	})
 }
 

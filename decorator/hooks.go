@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
 )
@@ -73,7 +74,7 @@ func (d *decorated) elected(ctx context.Context, r *run, t elector.Term) {
 		trust, _ := trustOf(t)
 		d.observe(t, elector.Event{Kind: elector.EventElected, Trust: trust})
 	}
-	d.logTerm(ctx, "elected", nil)
+	d.logElected(ctx, t)
 	for _, f := range d.hooks.elected {
 		d.callHook(ctx, r, "OnElected", func() { f(ctx, t) })
 	}
@@ -88,18 +89,23 @@ func (d *decorated) demoted(ctx context.Context, r *run, t elector.Term, cause e
 		ev.Err = cause
 	}
 	d.observe(t, ev)
+	d.status.mu.Lock()
+	since := d.status.since
+	d.status.mu.Unlock()
 	d.status.setTerm(nil)
-	d.logTerm(ctx, "demoted", cause)
+	d.logDemoted(ctx, t, since, cause, kind)
 	for _, f := range d.hooks.demoted {
 		d.callHook(ctx, r, "OnDemoted", func() { f(ctx, t, cause) })
 	}
 }
 
-// report hands err to the OnError hooks, or logs it when there are none.
+// report hands err to the OnError hooks, or logs it at Error when there are
+// none.
 func (d *decorated) report(ctx context.Context, r *run, err error) {
 	if len(d.hooks.errors) == 0 {
-		d.log.LogAttrs(ctx, slog.LevelError, "leader job error",
-			slog.String("job", d.jobName), slog.Any("err", err))
+		if d.log.Enabled(ctx, slog.LevelError) {
+			d.log.LogAttrs(ctx, slog.LevelError, "leader job error", append(d.logAttrs(ctx, nil), slog.Any("err", err))...)
+		}
 		return
 	}
 	for _, f := range d.hooks.errors {
@@ -112,20 +118,42 @@ func (d *decorated) callHook(ctx context.Context, r *run, name string, f func())
 	r.step(name + " hook")
 	var pe *PanicError
 	if errors.As(protect(name, func() error { f(); return nil }), &pe) {
-		d.log.LogAttrs(ctx, slog.LevelError, "leader job hook panicked",
-			slog.String("job", d.jobName), slog.String("hook", name),
-			slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+		d.log.LogAttrs(ctx, slog.LevelError, "leader job hook panicked", append(d.logAttrs(ctx, nil),
+			slog.String("hook", name), slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))...)
 	}
 }
 
-// logTerm logs a transition at Debug with the term that ctx carries.
-func (d *decorated) logTerm(ctx context.Context, msg string, cause error) {
-	if !d.log.Enabled(ctx, slog.LevelDebug) {
+// logElected logs the election of term t at Info, with how long the term
+// is trusted for if it tells.
+func (d *decorated) logElected(ctx context.Context, t elector.Term) {
+	if !d.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := termAttrs(ctx, d.jobName)
-	if cause != nil {
-		attrs = append(attrs, slog.Any("cause", cause))
+	attrs := d.logAttrs(ctx, t)
+	if trust, ok := trustOf(t); ok {
+		attrs = append(attrs, durationAttr("trust", trust))
 	}
-	d.log.LogAttrs(ctx, slog.LevelDebug, msg, attrs...)
+	d.log.LogAttrs(ctx, slog.LevelInfo, "elected", attrs...)
+}
+
+// logDemoted logs the end of term t, won at since, at Info if it was
+// resigned and at Warn otherwise (lost, expired, abandoned, a store error,
+// or the inner Start failed), with the cause, its error unless resigned,
+// and how long the term was held.
+func (d *decorated) logDemoted(ctx context.Context, t elector.Term, since time.Time, cause error, kind elector.Cause) {
+	level := slog.LevelWarn
+	if kind == elector.CauseResigned {
+		level = slog.LevelInfo
+	}
+	if !d.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := append(d.logAttrs(ctx, t), slog.String("cause", kind.String()))
+	if !since.IsZero() {
+		attrs = append(attrs, durationAttr("held", time.Since(since)))
+	}
+	if kind != elector.CauseResigned && cause != nil {
+		attrs = append(attrs, slog.Any("err", cause))
+	}
+	d.log.LogAttrs(ctx, level, "demoted", attrs...)
 }

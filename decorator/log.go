@@ -12,8 +12,9 @@ import (
 // Log returns a middleware that logs every Start and Stop of the next job at
 // Info: the job's type, the lease name, holder and token of the term the
 // context carries (see [elector.LeaseFromContext]), the call's duration and
-// its error, if any. A nil l means [slog.Default] at the time the middleware
-// is applied.
+// its error, if any. The duration is a string such as "4.05µs", with every
+// handler (JSON too). A nil l means [slog.Default] at the time the
+// middleware is applied.
 func Log(l *slog.Logger) Middleware {
 	return func(next Job) Job {
 		logger := l
@@ -51,7 +52,7 @@ func (j *logJob) record(ctx context.Context, msg string, begin time.Time, err er
 	if !j.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	attrs := append(termAttrs(ctx, j.name), slog.Duration("duration", time.Since(begin)))
+	attrs := append(termAttrs(ctx, j.name), durationAttr("duration", time.Since(begin)))
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
 	}
@@ -61,10 +62,58 @@ func (j *logJob) record(ctx context.Context, msg string, begin time.Time, err er
 // termAttrs returns the attributes that name job and the lease, holder and
 // token of the term ctx carries, with room for two more.
 func termAttrs(ctx context.Context, job string) []slog.Attr {
+	t, _ := elector.TermFromContext(ctx)
+	return leaseAttrs(job, t, "", "")
+}
+
+// leaseAttrs returns the attributes that name job and the lease, holder and
+// token of term t, with room for two more. Without a term, they name lease
+// and holder instead, those that are not "".
+func leaseAttrs(job string, t elector.Term, lease, holder string) []slog.Attr {
 	attrs := make([]slog.Attr, 1, 6)
 	attrs[0] = slog.String("job", job)
-	if l, ok := elector.LeaseFromContext(ctx); ok {
-		attrs = append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
+	if t != nil {
+		l := t.Lease()
+		return append(attrs, slog.String("lease", l.Name), slog.String("holder", l.Holder), slog.Uint64("token", l.Token))
+	}
+	if lease != "" {
+		attrs = append(attrs, slog.String("lease", lease))
+	}
+	if holder != "" {
+		attrs = append(attrs, slog.String("holder", holder))
 	}
 	return attrs
+}
+
+// logAttrs returns the attributes of a decorated job's log lines: the job,
+// and the lease, holder and token of t, or if t is nil, of the term ctx
+// carries; without either, the lease name and holder of the elector, if it
+// tells them (by methods Name() string and Config() elector.Config).
+func (d *decorated) logAttrs(ctx context.Context, t elector.Term) []slog.Attr {
+	if t == nil {
+		t, _ = elector.TermFromContext(ctx)
+	}
+	if t != nil {
+		return leaseAttrs(d.jobName, t, "", "")
+	}
+	holder := ""
+	if c, ok := d.elector.(interface{ Config() elector.Config }); ok {
+		holder = c.Config().Holder
+	}
+	return leaseAttrs(d.jobName, nil, d.leaseName(), holder)
+}
+
+// durationAttr returns the attribute key with the value d as a string such
+// as "4.05µs", "12.345ms" or "13.5s": rounded to the microsecond from a
+// millisecond up and to the millisecond from a second up. slog.Duration
+// prints a duration so with the text handler, but as an integer of
+// nanoseconds with the JSON handler; a string reads the same in both.
+func durationAttr(key string, d time.Duration) slog.Attr {
+	switch a := d.Abs(); {
+	case a >= time.Second:
+		d = d.Round(time.Millisecond)
+	case a >= time.Millisecond:
+		d = d.Round(time.Microsecond)
+	}
+	return slog.String(key, d.String())
 }

@@ -77,7 +77,8 @@ func WithMiddleware(mws ...Middleware) Option {
 }
 
 // WithLogger sets the logger of the decorated job: it logs elections and
-// demotions at Debug, and errors at Error when no OnError hook is set. The
+// resignations at Info, other demotions at Warn, and errors at Error when no
+// OnError hook is set, each with the lease, holder and token. The
 // default is [slog.Default] at the time of Decorate. A nil logger is a bad
 // value: Start returns an error.
 func WithLogger(l *slog.Logger) Option {

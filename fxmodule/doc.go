@@ -26,6 +26,17 @@
 //	fxmodule.Module(fxmodule.Config{PostgresDSN: os.Getenv("DATABASE_URL")})
 //	fxmodule.WithStore(elector.NewMemoryStore()) // next to Module; tests
 //
+// # Status, health and metrics
+//
+// Module provides a *[Registry] of the app's LeaderJobs: which jobs this
+// replica leads ([Registry.Jobs]), who leads a lease ([Registry.Leader]),
+// the liveness check of the app ([Registry.Healthy]; followers are
+// healthy) and a readiness check that never depends on leadership
+// ([Registry.Ready]). An elector.Observer in the graph, such as a metrics
+// collector, observes every LeaderJob's elector and decorated job:
+//
+//	fx.Provide(func() elector.Observer { return metrics })
+//
 // # Errors
 //
 // Mistakes that can be seen before the app is built (an interface J that

@@ -1,6 +1,7 @@
 package fxmodule
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -22,7 +23,19 @@ import (
 // one replica that holds its lease. The elector campaigns in the graph's
 // elector.Store with the graph's elector.Config (from [Module], or
 // [WithStore]); [WithElector] among opts sets this job's own timings, and
-// the other opts are the decorator's.
+// the other opts are the decorator's. The decorated job is added to the
+// app's [Registry].
+//
+// If the graph provides an elector.Observer (optional), it observes the
+// job's elector (as its Config.Observer, unless Module's Config.Elector or
+// the job's [WithElector] sets one) and the decorated job
+// ([decorator.WithObserver], unless opts set one): one line wires metrics
+// into every LeaderJob of the app,
+//
+//	fx.Provide(func() elector.Observer { return metrics })
+//
+// and without it nothing is observed. See [NewLeaderJob] for which observer
+// the decorated job gets.
 //
 // J is the type the job's constructor returns, in one of two forms:
 //
@@ -64,22 +77,22 @@ func LeaderJob[J decorator.Job](name string, opts ...decorator.Option) fx.Option
 		fx.Module("leaderaware", fx.Invoke(claim.check)),
 	)
 	if replace {
-		decorate := func(p jobParams[J], s elector.Store, cfg elector.Config, lc fx.Lifecycle) (J, error) {
+		decorate := func(p jobParams[J], g graphParams) (J, error) {
 			if err := claim.present(!isNil(p.Job)); err != nil {
 				return p.Job, err
 			}
-			return startStop(lc, p.Job, s, name, cfg, opts)
+			return startStop(g, p.Job, name, opts)
 		}
 		// Build the job even if nothing else asks for it. Asked for as
 		// optional, a J that nothing provides reaches decorate, which says
 		// what to do.
 		return fx.Options(checks, fx.Decorate(decorate), fx.Invoke(func(jobParams[J]) {}))
 	}
-	return fx.Options(checks, fx.Invoke(func(p jobParams[J], s elector.Store, cfg elector.Config, lc fx.Lifecycle) error {
+	return fx.Options(checks, fx.Invoke(func(p jobParams[J], g graphParams) error {
 		if err := claim.present(!isNil(p.Job)); err != nil {
 			return err
 		}
-		_, err := startStop[decorator.Job](lc, p.Job, s, name, cfg, opts)
+		_, err := startStop[decorator.Job](g, p.Job, name, opts)
 		return err
 	}))
 }
@@ -91,14 +104,45 @@ type jobParams[J any] struct {
 	Job J `optional:"true"`
 }
 
-// startStop decorates j as a D under the lease name and appends the hooks
-// that start and stop it.
-func startStop[D decorator.Job](lc fx.Lifecycle, j D, s elector.Store, name string, cfg elector.Config, opts []decorator.Option) (D, error) {
-	d, err := NewLeaderJob(j, s, name, cfg, opts...)
+// graphParams is what a LeaderJob takes from the graph besides its job.
+type graphParams struct {
+	fx.In
+	Store     elector.Store
+	Config    elector.Config
+	Lifecycle fx.Lifecycle
+	Registry  *Registry
+	Observer  elector.Observer `optional:"true"`
+}
+
+// startStop decorates j as a D under the lease name, with the graph's
+// Observer if Module's Config.Elector sets none, adds it to the Registry
+// and appends the hooks that start and stop it.
+func startStop[D decorator.Job](g graphParams, j D, name string, opts []decorator.Option) (D, error) {
+	cfg := g.Config
+	if cfg.Observer == nil {
+		cfg.Observer = g.Observer
+	}
+	d, err := NewLeaderJob(j, g.Store, name, cfg, opts...)
 	if err != nil {
 		return d, err
 	}
-	lc.Append(fx.StartStopHook(d.Start, d.Stop))
+	entry, err := g.Registry.add(name, d, g.Store)
+	if err != nil {
+		return d, err
+	}
+	g.Lifecycle.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			if err := d.Start(ctx); err != nil {
+				return err
+			}
+			g.Registry.setStarted(entry, true)
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			g.Registry.setStarted(entry, false)
+			return d.Stop(ctx)
+		},
+	})
 	return d, nil
 }
 
@@ -176,7 +220,10 @@ func (c leaseClaim) present(ok bool) error {
 // NewLeaderJob returns j decorated with [decorator.Decorate] to run only
 // while it holds the lease name in s, campaigning with an elector built from
 // cfg and the [WithElector] options among opts. It is what [LeaderJob]
-// does inside fx; without fx, call Start and Stop on the result yourself. J
+// does inside fx; without fx, call Start and Stop on the result yourself.
+// The elector's observer (cfg.Observer, or that of a WithElector among
+// opts) observes the decorated job too ([decorator.WithObserver]), unless a
+// decorator.WithObserver among opts sets another (or none, with nil). J
 // must be a type a decorated job can be returned as: pass a concrete job as
 // NewLeaderJob[decorator.Job](j, ...). A J that cannot be decorated, a bad
 // name and a bad cfg are errors naming the value (NewLeaderJob never
@@ -185,9 +232,14 @@ func NewLeaderJob[J decorator.Job](j J, s elector.Store, name string, cfg electo
 	if err := checkJob[J](name, true, opts); err != nil {
 		return j, err
 	}
-	e, err := elector.New(s, name, jobConfig(cfg, opts))
+	ecfg := jobConfig(cfg, opts)
+	e, err := elector.New(s, name, ecfg)
 	if err != nil {
 		return j, fmt.Errorf("fxmodule: job %q (%v): %w", name, reflect.TypeFor[J](), err)
+	}
+	if ecfg.Observer != nil {
+		// First, so that a decorator.WithObserver among opts wins.
+		opts = append([]decorator.Option{decorator.WithObserver(ecfg.Observer)}, opts...)
 	}
 	return decorator.Decorate(j, e, opts...), nil
 }

@@ -31,13 +31,14 @@ type Config struct {
 	// PostgresOptions are passed to [pglease.Open], for example
 	// pglease.WithSchema. Only with PostgresDSN.
 	PostgresOptions []pglease.Option
-	// Elector sets the timings and holder name of every job's elector; the
-	// zero value takes the defaults of [elector.Config], and [WithElector]
-	// changes the timings of one job. A Holder set here names this replica
-	// in every job's lease: it must differ between replicas (jobs of one
-	// app may share it, as their leases differ), and a restarted replica
-	// that keeps it waits for its old leases to expire. Empty, each elector
-	// gets a unique default.
+	// Elector sets the timings, holder name and observer of every job's
+	// elector; the zero value takes the defaults of [elector.Config], and
+	// [WithElector] changes the timings of one job. A nil Observer takes
+	// the graph's elector.Observer, if one is provided (see [LeaderJob]).
+	// A Holder set here names this replica in every job's lease: it must
+	// differ between replicas (jobs of one app may share it, as their
+	// leases differ), and a restarted replica that keeps it waits for its
+	// old leases to expire. Empty, each elector gets a unique default.
 	Elector elector.Config
 }
 
@@ -56,7 +57,9 @@ type moduleMark struct{}
 //     on the SQLite file at cfg.SQLitePath (see [NewSQLiteStore]; in
 //     Kubernetes, the default path is an error from fx.New instead);
 //   - elector.Store: that store, unless [WithStore] replaces it (and then
-//     the store is not opened unless something asks for its own type).
+//     the store is not opened unless something asks for its own type);
+//   - *[Registry]: the LeaderJobs of the app, for status pages, and the
+//     app's liveness and readiness checks.
 //
 // A bad cfg (bad cfg.Elector timings, both SQLitePath and PostgresDSN, or
 // PostgresOptions without PostgresDSN) becomes an error from fx.New
@@ -80,6 +83,7 @@ func Module(cfg Config) fx.Option {
 	return fx.Module("leaderaware",
 		fx.Supply(cfg.Elector, &moduleMark{}),
 		fx.Supply(fx.Private, cfg),
+		fx.Provide(newRegistry),
 		store,
 	)
 }

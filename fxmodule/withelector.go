@@ -18,13 +18,14 @@ import (
 //	)
 //
 // The non-zero TTL, RenewInterval, RetryInterval and Observer of cfg
-// replace those of Config.Elector of [Module] for this job. A TTL given
-// without a RenewInterval renews at TTL/3 (the elector's default), not at
-// the module's RenewInterval. cfg must not set a Holder: the holder names
-// the replica, once, in Module's Config.Elector. Bad values, also in
-// combination with the module's, are errors from fx.New naming the job,
-// before anything is opened. Later WithElector options override earlier
-// ones field by field.
+// replace those of Config.Elector of [Module] (and the graph's
+// elector.Observer, see [LeaderJob]) for this job; the Observer observes
+// the decorated job too. A TTL given without a RenewInterval renews at
+// TTL/3 (the elector's default), not at the module's RenewInterval. cfg
+// must not set a Holder: the holder names the replica, once, in Module's
+// Config.Elector. Bad values, also in combination with the module's, are
+// errors from fx.New naming the job, before anything is opened. Later
+// WithElector options override earlier ones field by field.
 //
 // [LeaderJob] and [NewLeaderJob] read it; [decorator.Decorate] ignores it.
 // It is a [decorator.Option] only so that it can stand among them.

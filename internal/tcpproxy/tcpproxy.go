@@ -25,6 +25,8 @@ type Proxy struct {
 type link struct {
 	client, server net.Conn
 	frozen         chan struct{} // closed to thaw; nil when not frozen
+	closeOnce      sync.Once
+	closed         chan struct{} // closed by close: frees a pipe held by a freeze
 }
 
 // New listens on a free loopback port and forwards to target (host:port).
@@ -113,7 +115,7 @@ func (p *Proxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		l := &link{client: c, server: s}
+		l := &link{client: c, server: s, closed: make(chan struct{})}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -145,7 +147,11 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 			frozen, delay := l.frozen, p.delay
 			p.mu.Unlock()
 			if frozen != nil {
-				<-frozen // thawed, or closed by Close
+				select {
+				case <-frozen: // thawed
+				case <-l.closed: // cut, or the other direction ended
+					return
+				}
 			}
 			if delay > 0 {
 				time.Sleep(delay)
@@ -161,6 +167,9 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 }
 
 func (l *link) close() {
-	_ = l.client.Close()
-	_ = l.server.Close()
+	l.closeOnce.Do(func() {
+		close(l.closed)
+		_ = l.client.Close()
+		_ = l.server.Close()
+	})
 }

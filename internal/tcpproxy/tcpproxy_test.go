@@ -105,3 +105,44 @@ func TestDelay(t *testing.T) {
 		t.Fatalf("a round trip through a 100ms delay each way took %v", took)
 	}
 }
+
+// TestCloseWhileFrozenWithDataInFlight: data held by a freeze in one
+// direction while the server ends the other must not keep Close waiting.
+func TestCloseWhileFrozenWithDataInFlight(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan struct{})
+	go func() { // a server that hangs up after 200ms
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+		c.Close()
+	}()
+	p, err := New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond) // the proxy has the link
+	p.Freeze()
+	_, _ = c.Write([]byte("held\n")) // read by the proxy, held by the freeze
+	<-served
+	time.Sleep(50 * time.Millisecond) // the server-to-client pipe has ended
+	done := make(chan error)
+	go func() { done <- p.Close() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung on a pipe held by a freeze")
+	}
+}

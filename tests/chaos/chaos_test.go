@@ -5,13 +5,17 @@ package chaos
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,57 +29,120 @@ import (
 const gapMargin = time.Second
 
 // TestChaosSQLite runs the chaos schedule on -chaos.procs processes sharing
-// one SQLite file; the leaders write with sqlitelease's Store.Fenced.
+// one SQLite file; the leaders write with sqlitelease's Store.Fenced into a
+// table of the lease file. Once per run the test deletes the file (with its
+// -wal and -shm) under the running processes: each process's store then
+// reports the file changed, and the process exits, as an application would
+// crash on it; the schedule restarts it on the new file. The rows of the
+// deleted file are copied first (see deleteSQLite), so the checks span the
+// whole run.
 func TestChaosSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.db")
-	const table = "chaos_writes"
-	s, err := sqlitelease.Open(path)
+	const table = "chaos_writes" // chaosproc creates it in every new file
+	inode, err := createSQLite(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.DB().ExecContext(t.Context(), `CREATE TABLE `+table+` (
-		seq    INTEGER PRIMARY KEY AUTOINCREMENT,
-		token  INTEGER NOT NULL,
-		holder TEXT    NOT NULL,
-		at_us  INTEGER NOT NULL
-	) STRICT`)
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	runChaos(t, "sqlite", []string{"-db", path, "-table", table, "-name", "chaos-" + unique()}, func(ctx context.Context) ([]row, error) {
+	read := func(ctx context.Context, file int) ([]row, error) {
 		s, err := sqlitelease.Open(path) // a fresh connection, after every process has exited
 		if err != nil {
 			return nil, err
 		}
 		defer s.Close()
-		rs, err := s.DB().QueryContext(ctx, `SELECT seq, token, holder, at_us FROM `+table+` ORDER BY seq`)
-		if err != nil {
+		return sqliteRows(ctx, s.DB(), table, file)
+	}
+	del := func(ctx context.Context, file int) ([]row, uint64, error) {
+		return deleteSQLite(ctx, path, table, file)
+	}
+	runChaos(t, "sqlite", inode, []string{"-db", path, "-table", table, "-name", "chaos-" + unique()}, read, del)
+}
+
+// createSQLite creates the lease file at path and returns its inode.
+func createSQLite(path string) (uint64, error) {
+	s, err := sqlitelease.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Close(); err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino, nil
+}
+
+// deleteSQLite copies the rows of the file at path and deletes it with its
+// -wal and -shm files, as `rm app.db app.db-wal app.db-shm` would, while the
+// processes run. It holds the file's write lock (BEGIN IMMEDIATE) from
+// before the copy until after the deletion, so no write commits to the old
+// file between the two, and a writer that gets the lock afterwards finds
+// the file gone when its fenced write checks it. Then it creates a new file
+// at path (before any process is restarted, so that the processes' OPEN
+// lines tell the files apart by inode) and returns the copied rows and the
+// new file's inode.
+func deleteSQLite(ctx context.Context, path, table string, file int) ([]row, uint64, error) {
+	s, err := sqlitelease.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		s.Close()
+		return nil, 0, err
+	}
+	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		conn.Close()
+		s.Close()
+		return nil, 0, err
+	}
+	rows, err := sqliteRows(ctx, tx, table, file)
+	if err == nil {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if rerr := os.Remove(path + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = rerr
+			}
+		}
+	}
+	err = errors.Join(err, tx.Rollback(), conn.Close(), s.Close())
+	if err != nil {
+		return nil, 0, err
+	}
+	inode, err := createSQLite(path)
+	return rows, inode, err
+}
+
+// sqliteRows reads the rows of table in seq order.
+func sqliteRows(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, table string, file int) ([]row, error) {
+	rs, err := q.QueryContext(ctx, `SELECT seq, token, holder, n, at_us FROM "`+table+`" ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var rows []row
+	for rs.Next() {
+		var (
+			r  = row{file: file}
+			us int64
+		)
+		if err := rs.Scan(&r.seq, &r.token, &r.holder, &r.n, &us); err != nil {
 			return nil, err
 		}
-		defer rs.Close()
-		var rows []row
-		for rs.Next() {
-			var (
-				r  row
-				us int64
-			)
-			if err := rs.Scan(&r.seq, &r.token, &r.holder, &us); err != nil {
-				return nil, err
-			}
-			r.at = time.UnixMicro(us)
-			rows = append(rows, r)
-		}
-		return rows, rs.Err()
-	})
+		r.at = time.UnixMicro(us)
+		rows = append(rows, r)
+	}
+	return rows, rs.Err()
 }
 
 // TestChaosPostgres is TestChaosSQLite on PostgreSQL, in a schema of its own
-// (the lease table and the rows table), dropped at the end; the leaders
-// write with pglease's Store.Fenced and the rows carry the server's
-// clock_timestamp().
+// (the lease table and the rows table), dropped at the end, without the
+// deletion of a file; the leaders write with pglease's Store.Fenced and the
+// rows carry the server's clock_timestamp(). The clock steps reach no
+// PostgreSQL statement: the server's clock stamps written_at there.
 func TestChaosPostgres(t *testing.T) {
 	dsn := os.Getenv("LEADERAWARE_TEST_PG")
 	if dsn == "" {
@@ -104,19 +171,20 @@ func TestChaosPostgres(t *testing.T) {
 		seq    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 		token  bigint      NOT NULL,
 		holder text        NOT NULL,
+		n      bigint      NOT NULL,
 		at     timestamptz NOT NULL DEFAULT clock_timestamp()
 	)`)
 	s.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	runChaos(t, "postgres", []string{"-pg", dsn, "-schema", schema, "-table", "writes", "-name", "chaos-" + unique()}, func(ctx context.Context) ([]row, error) {
+	read := func(ctx context.Context, file int) ([]row, error) {
 		conn, err := pgx.Connect(ctx, dsn) // a fresh connection, after every process has exited
 		if err != nil {
 			return nil, err
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
-		rs, err := conn.Query(ctx, `SELECT seq, token, holder, at FROM `+table+` ORDER BY seq`)
+		rs, err := conn.Query(ctx, `SELECT seq, token, holder, n, at FROM `+table+` ORDER BY seq`)
 		if err != nil {
 			return nil, err
 		}
@@ -124,22 +192,26 @@ func TestChaosPostgres(t *testing.T) {
 		var rows []row
 		for rs.Next() {
 			var (
-				r     row
+				r     = row{file: file}
 				token int64
 			)
-			if err := rs.Scan(&r.seq, &token, &r.holder, &r.at); err != nil {
+			if err := rs.Scan(&r.seq, &token, &r.holder, &r.n, &r.at); err != nil {
 				return nil, err
 			}
 			r.token = uint64(token)
 			rows = append(rows, r)
 		}
 		return rows, rs.Err()
-	})
+	}
+	runChaos(t, "postgres", 0, []string{"-pg", dsn, "-schema", schema, "-table", "writes", "-name", "chaos-" + unique()}, read, nil)
 }
 
 // runChaos runs the chaos schedule with the store flags, then reads the rows
-// with read and checks them.
-func runChaos(t *testing.T, store string, storeArgs []string, read func(context.Context) ([]row, error)) {
+// of the last file with read, adds those of the files del deleted, and
+// checks them. inode is the SQLite file's (0 on PostgreSQL); del is nil on
+// PostgreSQL.
+func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
+	read func(ctx context.Context, file int) ([]row, error), del deleteFunc) {
 	procs, d := *flagProcs, *flagDuration
 	if procs < 3 {
 		t.Fatalf("-chaos.procs=%d: need at least 3, so that a crashed or paused leader leaves 2 live candidates", procs)
@@ -149,14 +221,17 @@ func runChaos(t *testing.T, store string, storeArgs []string, read func(context.
 		seed = mrand.Uint64()
 	}
 	t.Logf("%s: %d processes for %v, seed %d (rerun with -chaos.seed=%d)", store, procs, d, seed, seed)
-	b := bounds{ttl: timings.ttl, retry: timings.retry, writeEvery: timings.every, hold: *flagHold, margin: gapMargin}
+	b := bounds{ttl: timings.ttl, retry: timings.retry, writeEvery: timings.every, hold: *flagHold, margin: gapMargin,
+		perTerm: timings.ttl + timings.retry + 500*time.Millisecond, perDeletion: maxRestartDelay + 3*time.Second,
+		resumeStop: time.Second}
 	args := slices.Concat(storeArgs, []string{
 		"-ttl", timings.ttl.String(), "-renew", timings.renew.String(),
-		"-retry", timings.retry.String(), "-every", timings.every.String(), "-hold", flagHold.String()})
+		"-retry", timings.retry.String(), "-every", timings.every.String(), "-hold", flagHold.String(),
+		"-suspend", timings.suspend.String(), "-stepby", flagStep.String()})
 
 	began := time.Now()
-	c := newCluster(t, procs, seed, args...)
-	c.run(d)
+	c := newCluster(t, procs, seed, inode, args...)
+	c.run(d, del)
 	c.stopAll()
 	elapsed := time.Since(began)
 
@@ -165,7 +240,7 @@ func runChaos(t *testing.T, store string, storeArgs []string, read func(context.
 		switch {
 		case strings.Contains(out, "DATA RACE") || strings.Contains(out, "panic:") || strings.Contains(out, "fatal error:"):
 			t.Errorf("%s stderr:\n%s", p.holder, out)
-		case out != "":
+		case out != "" && testing.Verbose():
 			t.Logf("%s stderr:\n%s", p.holder, out)
 		}
 	}
@@ -179,17 +254,34 @@ func runChaos(t *testing.T, store string, storeArgs []string, read func(context.
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	rows, err := read(ctx)
+	in := c.log()
+	last, err := read(ctx, len(c.inodes)-1)
 	if err != nil {
 		t.Fatalf("read the rows: %v", err)
 	}
-	rep := check(rows, c.starts, c.pauses, b)
+	in.rows = append(slices.Clone(c.copied), last...)
+	rep := check(in, b)
 	for i, v := range rep.violations {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(rep.violations)-i)
 			break
 		}
 		t.Error(v)
+	}
+	// The lines around each overlap that nothing excuses, and around each
+	// deletion when tokens went back, to show what happened.
+	windows := 0
+	for _, o := range rep.overlaps {
+		if o.excuse == "" && windows < 3 {
+			windows++
+			t.Logf("the lines around the overlap of token %d (%s) and token %d (%s):\n%s", o.first.token, o.first.holder,
+				o.second.token, o.second.holder, strings.Join(c.between(o.second.start.Add(-3*time.Second), o.second.start.Add(time.Second)), "\n"))
+		}
+	}
+	if slices.ContainsFunc(rep.violations, func(v string) bool { return strings.Contains(v, "lowered") }) {
+		for _, d := range c.deletions {
+			t.Logf("the lines around the deletion of the file:\n%s", strings.Join(c.between(d.Add(-time.Second), d.Add(4*time.Second)), "\n"))
+		}
 	}
 	// OnDemoted runs after the term was resigned (its lease released if it
 	// was still live), so a write with its token must never commit, unless
@@ -208,28 +300,69 @@ func runChaos(t *testing.T, store string, storeArgs []string, read func(context.
 	if rep.terms < 2 {
 		t.Errorf("%d terms wrote rows: no takeover was seen", rep.terms)
 	}
+	if c.steps > 0 && c.stepLines == 0 {
+		t.Errorf("%d clock steps sent, none acknowledged (STEP lines)", c.steps)
+	}
+	if del != nil && len(c.deletions) == 0 {
+		t.Errorf("the SQLite file was never deleted")
+	}
+	// A simulated suspend longer than the TTL closes the leader's trust
+	// window by its own clock: the term ends at its next renewal timer.
+	var slowestSuspend time.Duration
+	writesAfterSuspend := 0
+	for _, s := range c.suspends {
+		writesAfterSuspend += s.writesAfter
+		switch {
+		case s.stopped == 0:
+			t.Errorf("%s was suspended (simulated, %v) leading token %d and never stopped that term", s.holder, timings.suspend, s.token)
+		case s.stopped > timings.renew+time.Second:
+			t.Errorf("%s was suspended (simulated, %v) leading token %d and stopped that term only %v later",
+				s.holder, timings.suspend, s.token, s.stopped)
+		}
+		slowestSuspend = max(slowestSuspend, s.stopped)
+	}
 
 	var longestPause time.Duration
 	for _, p := range c.pauses {
 		longestPause = max(longestPause, p.end.Sub(p.start))
 	}
-	var plain gap // the longest gap that no pause excuses
+	var plain gap // the longest gap that nothing excuses
 	for _, g := range rep.gaps {
-		t.Logf("gap %v (bound %v) from token %d (%s) to token %d (%s)",
-			g.length.Round(time.Millisecond), g.bound.Round(time.Millisecond), g.from.token, g.from.holder, g.to.token, g.to.holder)
-		if !g.pauseExtends && g.length > plain.length {
+		t.Logf("gap %v (bound %v%s) from token %d (%s) to token %d (%s)",
+			g.length.Round(time.Millisecond), g.bound.Round(time.Millisecond), parens(g.why), g.from.token, g.from.holder, g.to.token, g.to.holder)
+		if g.why == "" && g.length > plain.length {
 			plain = g
 		}
 	}
-	figures := fmt.Sprintf("chaos %s: %d procs, %v (seed %d): %d terms (%d wrote rows), %d kills, %d pauses (longest %v), "+
+	excused := 0
+	var longestOverlap time.Duration
+	for _, o := range rep.overlaps {
+		if o.excuse != "" {
+			excused++
+			longestOverlap = max(longestOverlap, o.length)
+			t.Logf("overlap of %v excused: token %d (%s) ran on while token %d (%s) started: %s",
+				o.length.Round(time.Millisecond), o.first.token, o.first.holder, o.second.token, o.second.holder, o.excuse)
+		}
+	}
+	figures := fmt.Sprintf("chaos %s: %d procs, %v (seed %d): %d terms (%d wrote rows), %d kills (%d bursts), %d pauses (longest %v), "+
+		"%d simulated suspends (term ended %v after at the latest, %d writes meanwhile), %d clock steps (±%v, %d acknowledged), %d file deletions (%d processes exited on it), "+
 		"%d graceful stops, %d restarts, %d rows, %d refused fenced writes, %d refused zombie writes, %d error lines; "+
-		"longest gap %v (bound %v), longest gap outside pauses %v (bound %v)",
-		store, procs, elapsed.Round(100*time.Millisecond), seed, len(c.starts), rep.terms, c.kills, len(c.pauses),
-		longestPause.Round(time.Millisecond), c.stops, c.restarts, rep.rows, c.refused, c.zombies, len(c.errLines),
+		"%d violations, %d job overlaps excused by pauses (longest %v); longest gap %v (bound %v), longest gap nothing excuses %v (bound %v)",
+		store, procs, elapsed.Round(100*time.Millisecond), seed, len(c.starts), rep.terms, c.kills, c.bursts, len(c.pauses),
+		longestPause.Round(time.Millisecond), len(c.suspends), slowestSuspend.Round(time.Millisecond), writesAfterSuspend,
+		c.steps, *flagStep, c.stepLines, len(c.deletions), c.goneLines, c.stops, c.restarts, rep.rows, c.refused, c.zombies, len(c.errLines),
+		len(rep.violations), excused, longestOverlap.Round(time.Millisecond),
 		rep.longest.length.Round(time.Millisecond), rep.longest.bound.Round(time.Millisecond),
 		plain.length.Round(time.Millisecond), b.base())
 	t.Log(figures)
 	fmt.Println(figures)
+}
+
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
 }
 
 // unique returns a random suffix for names in a database that outlives the

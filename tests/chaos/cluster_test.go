@@ -4,9 +4,11 @@ package chaos
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,10 +17,11 @@ import (
 	"time"
 )
 
-// timings are those of every chaosproc; the gap bounds derive from them.
+// timings are those of every chaosproc; the bounds derive from them.
 var timings = struct {
-	ttl, renew, retry, every time.Duration
-}{ttl: 1500 * time.Millisecond, renew: 500 * time.Millisecond, retry: 500 * time.Millisecond, every: 50 * time.Millisecond}
+	ttl, renew, retry, every, suspend time.Duration
+}{ttl: 1500 * time.Millisecond, renew: 500 * time.Millisecond, retry: 500 * time.Millisecond,
+	every: 50 * time.Millisecond, suspend: 3 * time.Second}
 
 // The chaos schedule.
 const (
@@ -26,8 +29,12 @@ const (
 	maxDwell        = time.Second            // ...and at most this long
 	minPause        = 500 * time.Millisecond // a paused leader sleeps at least this long...
 	maxPause        = 3 * time.Second        // ...and at most this long
-	minRestartDelay = 100 * time.Millisecond // a killed or stopped process comes back after at least this...
+	minRestartDelay = 100 * time.Millisecond // a killed, stopped or exited process comes back after at least this...
 	maxRestartDelay = time.Second            // ...and at most this
+	minStepEvery    = 500 * time.Millisecond // a random process's wall clock is stepped ±1h at least this often...
+	maxStepEvery    = 2 * time.Second        // ...and at most this often
+	wallStep        = time.Hour              // the size of a step
+	burstKills      = 3                      // a burst kills this many leaders in a row, each as soon as it is elected
 	minLive         = 2                      // live, unpaused processes never fewer than this
 	keptLease       = time.Second            // a paused leader still leading this long after SIGCONT kept its lease
 	recoverTimeout  = 20 * time.Second       // liveness: a new leader within this after an action
@@ -40,13 +47,21 @@ const (
 type proc struct {
 	slot   int
 	holder string
+	step   time.Duration // its wall-clock step at start
 	cmd    *exec.Cmd
 	stderr *capBuffer
 	exited chan struct{} // closed after Wait
 
 	// guarded by cluster.mu
-	paused bool
-	gone   bool // SIGKILL or SIGTERM sent, or exited
+	inode    uint64        // of the SQLite file it opened (OPEN line)
+	opened   bool          // its OPEN line came: it handles the clock signals
+	stepped  time.Duration // its wall-clock step now, as its last STEP line said
+	paused   bool
+	gone     bool      // SIGKILL or SIGTERM sent, or exited
+	killed   bool      // SIGKILL sent...
+	killedAt time.Time // ...then: after it, its job no longer runs
+	fileGone bool      // it printed GONE: its file was deleted
+	running  *jobRun
 }
 
 // restart is a process to start again in slot once after has passed and
@@ -58,6 +73,27 @@ type restart struct {
 	killAt  time.Time // ...that gets SIGKILL if it has not exited by then
 }
 
+// suspension is one simulated suspend (SIGPWR) of a leader.
+type suspension struct {
+	holder      string
+	token       uint64        // the term it led when the suspend was simulated
+	at          time.Time     // its SUSPEND line
+	stopped     time.Duration // from the suspend to the term's STOP line; 0 if none came
+	writesAfter int           // WROTE lines of the term after the SUSPEND line
+}
+
+// event is one line of a process or one action of the schedule, stamped
+// when the test read or took it.
+type event struct {
+	at   time.Time
+	text string
+}
+
+// deleteFunc copies the rows of the SQLite file and deletes it with its -wal
+// and -shm files, then creates a new file there. It returns the copied rows
+// and the new file's inode.
+type deleteFunc func(ctx context.Context, file int) (rows []row, inode uint64, err error)
+
 // cluster runs the chaosprocs of one test, reads their lines and runs the
 // chaos schedule. Only the test goroutine starts, signals and restarts
 // processes; one goroutine per process reads its stdout and waits for it.
@@ -66,39 +102,63 @@ type cluster struct {
 	args []string // common flags: store, table, lease name, timings
 	rnd  *rand.Rand
 
-	pending []restart // owned by the test goroutine
+	pending  []restart       // owned by the test goroutine
+	offsets  []time.Duration // wall-clock step of each slot's "host"; owned by the test goroutine
+	nextStep time.Time       // owned by the test goroutine
 
 	mu          sync.Mutex
 	closing     bool
 	all         []*proc
 	slots       []*proc
 	gens        []int
-	leader      *proc // holder of the last START without its STOP; nil if none or it died
+	selfExited  []*proc // exited on their own, to restart
+	leader      *proc   // holder of the last START without its STOP; nil if none or it died
 	leaderToken uint64
+	leaderSeq   int // the leader's START number
+	startSeq    int // START lines so far
 	leaderSince time.Time
 	leaderWrote bool // the leader's term has committed a row
+	inodes      []uint64
 	starts      []started
+	startInode  []uint64 // the inode of each start's process (SQLite)
+	runs        []*jobRun
+	stopAt      map[string]time.Time // holder/token → STOP line
 	pauses      []pause
+	wrote       []wrote
+	suspends    []*suspension
+	deletions   []time.Time
+	copied      []row // rows of deleted files
 	refused     int
 	zombies     int      // zombie writes refused
 	zombieLines []string // zombie writes that committed
 	errLines    []string // ERROR lines and unexpected output
+	goneLines   int
 	kills       int
+	bursts      int
 	stops       int
+	steps       int // steps sent
+	stepLines   int // STEP lines read
 	restarts    int
+	timeline    []event // every line and every action, in the order the test saw them
 
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 }
 
-func newCluster(t *testing.T, procs int, seed uint64, args ...string) *cluster {
+// newCluster starts procs processes. inode is the SQLite file's (0 on
+// PostgreSQL).
+func newCluster(t *testing.T, procs int, seed uint64, inode uint64, args ...string) *cluster {
 	c := &cluster{
-		t:     t,
-		args:  args,
-		rnd:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		slots: make([]*proc, procs),
-		gens:  make([]int, procs),
+		t:       t,
+		args:    args,
+		rnd:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		slots:   make([]*proc, procs),
+		gens:    make([]int, procs),
+		offsets: make([]time.Duration, procs),
+		inodes:  []uint64{inode},
+		stopAt:  make(map[string]time.Time),
 	}
+	c.nextStep = time.Now().Add(c.randBetween(minStepEvery, maxStepEvery))
 	t.Cleanup(c.stopAll)
 	for slot := range procs {
 		c.start(slot)
@@ -106,7 +166,8 @@ func newCluster(t *testing.T, procs int, seed uint64, args ...string) *cluster {
 	return c
 }
 
-// start starts a new incarnation of the process in slot.
+// start starts a new incarnation of the process in slot, with the slot's
+// wall-clock step.
 func (c *cluster) start(slot int) {
 	c.t.Helper()
 	c.mu.Lock()
@@ -116,63 +177,138 @@ func (c *cluster) start(slot int) {
 	}
 	c.gens[slot]++
 	holder := fmt.Sprintf("p%d.%d", slot, c.gens[slot])
-	cmd := exec.Command(chaosproc, append([]string{"-holder", holder}, c.args...)...)
+	step := c.offsets[slot]
+	cmd := exec.Command(chaosproc, append([]string{"-holder", holder, "-wallstep", step.String()}, c.args...)...)
 	// If the test binary dies, its children die too, paused or not.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	p := &proc{slot: slot, holder: holder, cmd: cmd, stderr: &capBuffer{max: stderrCap}, exited: make(chan struct{})}
+	p := &proc{slot: slot, holder: holder, step: step, stepped: step, cmd: cmd, stderr: &capBuffer{max: stderrCap}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", holder, err)
 	}
 	c.all = append(c.all, p)
 	c.slots[slot] = p
+	c.timeline = append(c.timeline, event{time.Now(), fmt.Sprintf("test: started %s (wall clock step %v)", holder, step)})
 	c.wg.Go(func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			c.record(p, sc.Text())
 		}
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		now := time.Now()
 		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.timeline = append(c.timeline, event{now, fmt.Sprintf("test: %s exited (%v)", p.holder, err)})
+		if p.running != nil {
+			p.running.end, p.running.how = now, "exited"
+			if p.killed {
+				// No code of a process runs once SIGKILL has reached it,
+				// and no store sees it dead before: the kill ends its job.
+				p.running.end, p.running.how = p.killedAt, "killed"
+			}
+			p.running = nil
+		}
+		if !p.gone && !c.closing {
+			if !p.fileGone {
+				c.errLines = append(c.errLines, fmt.Sprintf("%s exited on its own: %v", p.holder, err))
+			}
+			c.selfExited = append(c.selfExited, p)
+		}
 		p.gone = true
 		if c.leader == p {
 			c.leader = nil
 		}
-		c.mu.Unlock()
 		close(p.exited)
 	})
 }
 
 // record handles one line of p's output.
 func (c *cluster) record(p *proc, line string) {
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.timeline = append(c.timeline, event{now, line})
 	f := strings.Fields(line)
 	if len(f) < 2 || f[1] != p.holder {
 		c.errLines = append(c.errLines, fmt.Sprintf("%s: unexpected line %q", p.holder, line))
 		return
 	}
-	var token uint64
-	if len(f) >= 3 && f[0] != "ERROR" {
-		token, _ = strconv.ParseUint(f[2], 10, 64)
+	num := func(i int) uint64 {
+		if i >= len(f) {
+			c.errLines = append(c.errLines, fmt.Sprintf("%s: short line %q", p.holder, line))
+			return 0
+		}
+		n, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			c.errLines = append(c.errLines, fmt.Sprintf("%s: bad number in %q", p.holder, line))
+		}
+		return n
 	}
+	nanos := func(i int) time.Time { return time.Unix(0, int64(num(i))) }
 	switch f[0] {
+	case "OPEN":
+		p.inode, p.opened = num(2), true
 	case "START":
-		c.starts = append(c.starts, started{holder: p.holder, token: token})
+		token := num(2)
+		c.startSeq++
+		c.starts = append(c.starts, started{holder: p.holder, token: token, at: now, step: p.stepped})
+		c.startInode = append(c.startInode, p.inode)
 		if !p.gone {
-			c.leader, c.leaderToken, c.leaderSince, c.leaderWrote = p, token, time.Now(), false
+			c.leader, c.leaderToken, c.leaderSeq, c.leaderSince, c.leaderWrote = p, token, c.startSeq, now, false
+		}
+	case "RUN":
+		r := &jobRun{holder: p.holder, token: num(2), start: nanos(3), how: "running"}
+		c.runs = append(c.runs, r)
+		p.running = r
+	case "HALT":
+		if r := p.running; r != nil && r.token == num(2) {
+			r.stopCalled, r.end, r.how = nanos(3), nanos(4), "halt"
+			p.running = nil
+		} else {
+			c.errLines = append(c.errLines, fmt.Sprintf("%s: HALT without its RUN: %q", p.holder, line))
 		}
 	case "WROTE":
+		token := num(2)
+		c.wrote = append(c.wrote, wrote{holder: p.holder, token: token, n: int64(num(3))})
 		if c.leader == p && c.leaderToken == token {
 			c.leaderWrote = true
 		}
+		for _, s := range c.suspends {
+			if s.holder == p.holder && s.token == token {
+				s.writesAfter++
+			}
+		}
 	case "STOP":
+		token := num(2)
+		c.stopAt[fmt.Sprintf("%s/%d", p.holder, token)] = now
+		for _, s := range c.suspends {
+			if s.holder == p.holder && s.token == token && s.stopped == 0 {
+				s.stopped = now.Sub(s.at)
+			}
+		}
 		if c.leader == p && c.leaderToken == token {
 			c.leader = nil
 		}
+	case "SUSPEND":
+		if token := num(2); token != 0 {
+			c.suspends = append(c.suspends, &suspension{holder: p.holder, token: token, at: now})
+		} else {
+			c.errLines = append(c.errLines, fmt.Sprintf("%s: no suspend simulated: its job did not run: %q", p.holder, line))
+		}
+	case "STEP":
+		c.stepLines++
+		if len(f) >= 3 {
+			if d, err := time.ParseDuration(f[2]); err == nil {
+				p.stepped = d
+			}
+		}
+	case "GONE":
+		p.fileGone = true
+		c.goneLines++
 	case "REFUSED":
 		c.refused++
 	case "ZOMBIE":
@@ -190,11 +326,12 @@ func (c *cluster) record(p *proc, line string) {
 }
 
 // waitUntil polls cond (called with c.mu held) until it holds or timeout
-// passes, starting the due restarts meanwhile.
+// passes, starting the due restarts and clock steps meanwhile.
 func (c *cluster) waitUntil(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		c.restartDue()
+		c.stepDue()
 		c.mu.Lock()
 		ok := cond()
 		c.mu.Unlock()
@@ -211,9 +348,16 @@ func (c *cluster) waitUntil(timeout time.Duration, cond func() bool) bool {
 // sleep waits d, starting the due restarts meanwhile.
 func (c *cluster) sleep(d time.Duration) { c.waitUntil(d, func() bool { return false }) }
 
-// restartDue starts the processes whose restart is due.
+// restartDue starts the processes whose restart is due, and schedules the
+// restart of those that exited on their own.
 func (c *cluster) restartDue() {
 	now := time.Now()
+	c.mu.Lock()
+	for _, p := range c.selfExited {
+		c.pending = append(c.pending, restart{slot: p.slot, after: now.Add(c.randBetween(minRestartDelay, maxRestartDelay))})
+	}
+	c.selfExited = nil
+	c.mu.Unlock()
 	kept := c.pending[:0]
 	for _, r := range c.pending {
 		due := !now.Before(r.after)
@@ -226,6 +370,7 @@ func (c *cluster) restartDue() {
 					c.mu.Lock()
 					c.errLines = append(c.errLines, fmt.Sprintf("%s did not exit within %v of SIGTERM: killed", r.waitFor.holder, exitTimeout))
 					c.signal(r.waitFor, syscall.SIGKILL)
+					r.waitFor.killed, r.waitFor.killedAt = true, time.Now()
 					c.mu.Unlock()
 					r.killAt = now.Add(time.Hour)
 				}
@@ -243,12 +388,50 @@ func (c *cluster) restartDue() {
 	c.pending = kept
 }
 
+// stepDue steps the wall clock of a random live process by ±1h when it is
+// time. Each slot stands for a host whose clock keeps its step across
+// restarts; steps keep it within ±1h of the true time.
+func (c *cluster) stepDue() {
+	wallStep := *flagStep
+	if wallStep <= 0 || time.Now().Before(c.nextStep) {
+		return
+	}
+	c.nextStep = time.Now().Add(c.randBetween(minStepEvery, maxStepEvery))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var live []*proc
+	for _, p := range c.slots {
+		if p != nil && !p.gone && p.opened {
+			live = append(live, p)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	p := live[c.rnd.IntN(len(live))]
+	d := wallStep
+	switch off := c.offsets[p.slot]; {
+	case off > 0:
+		d = -wallStep
+	case off == 0 && c.rnd.IntN(2) == 0:
+		d = -wallStep
+	}
+	sig := syscall.SIGUSR1
+	if d < 0 {
+		sig = syscall.SIGUSR2
+	}
+	c.signal(p, sig)
+	c.offsets[p.slot] += d
+	c.steps++
+}
+
 func (c *cluster) randBetween(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(c.rnd.Int64N(int64(hi-lo)+1))
 }
 
 // signal sends sig to p. The caller holds c.mu.
 func (c *cluster) signal(p *proc, sig syscall.Signal) {
+	c.timeline = append(c.timeline, event{time.Now(), fmt.Sprintf("test: %v to %s", sig, p.holder)})
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		c.errLines = append(c.errLines, fmt.Sprintf("signal %v to %s: %v", sig, p.holder, err))
 	}
@@ -268,18 +451,24 @@ func (c *cluster) liveOthers(p *proc) int {
 
 // run runs the chaos schedule for d. It waits for a leader whose term has
 // written a row (its WROTE line came) and that has led for a random dwell,
-// then crashes, pauses or stops it, and waits until a new leader is elected
-// (or, after a pause, the old one kept its lease). One action at a time, on
-// a leader whose term has rows, so that each leaderless gap between two
-// terms' rows has one cause. At the end it waits for a leader, so that the
+// then crashes, pauses, suspends or stops it, or kills a burst of leaders,
+// and waits until a new leader is elected (or, after a pause, the old one
+// kept its lease). One action at a time, on a leader whose term has rows,
+// so that each leaderless gap between two terms' rows has one cause. Once,
+// at a random time in the middle of the run, the action is the deletion of
+// the SQLite file instead, if del is not nil. Clock steps of random
+// processes run all along. At the end it waits for a leader, so that the
 // last action's gap is measured too.
-func (c *cluster) run(d time.Duration) {
-	end := time.Now().Add(d)
+func (c *cluster) run(d time.Duration, del deleteFunc) {
+	began := time.Now()
+	end := began.Add(d)
+	deleteAt := began.Add(time.Duration(float64(d) * (0.35 + 0.3*c.rnd.Float64())))
 	var settledAt time.Time // when the last action's effect was over
 	for time.Now().Before(end) {
 		dwell := c.randBetween(minDwell, maxDwell)
 		var (
 			target *proc
+			seq    int
 			token  uint64
 		)
 		ok := c.waitUntil(recoverTimeout, func() bool {
@@ -290,7 +479,7 @@ func (c *cluster) run(d time.Duration) {
 			if settledAt.After(since) {
 				since = settledAt
 			}
-			target, token = c.leader, c.leaderToken
+			target, seq, token = c.leader, c.leaderSeq, c.leaderToken
 			return time.Since(since) >= dwell
 		})
 		if !ok {
@@ -300,9 +489,16 @@ func (c *cluster) run(d time.Duration) {
 		if !time.Now().Before(end) {
 			break
 		}
-		kind := c.act(target)
+		var kind string
+		if del != nil && !time.Now().Before(deleteAt) {
+			kind = "deletion of the file"
+			c.deleteFile(del)
+			del = nil
+		} else {
+			kind = c.act(target)
+		}
 		recovered := c.waitUntil(recoverTimeout, func() bool {
-			if c.leader != nil && c.leaderToken > token {
+			if c.leader != nil && c.leaderSeq > seq {
 				return true // a new term
 			}
 			return kind == "pause" && c.leader == target && time.Since(c.pauses[len(c.pauses)-1].end) >= keptLease
@@ -318,21 +514,17 @@ func (c *cluster) run(d time.Duration) {
 	c.sleep(maxDwell) // let the last leader write
 }
 
-// act crashes, pauses or gracefully stops the leader p, and returns which.
+// act crashes, pauses, suspends or gracefully stops the leader p, or kills
+// a burst of leaders starting with p, and returns which.
 func (c *cluster) act(p *proc) string {
 	switch x := c.rnd.Float64(); {
-	case x < 0.35:
-		c.mu.Lock()
-		c.signal(p, syscall.SIGKILL)
-		p.gone = true
-		if c.leader == p {
-			c.leader = nil
-		}
-		c.kills++
-		c.mu.Unlock()
-		c.pending = append(c.pending, restart{slot: p.slot, after: time.Now().Add(c.randBetween(minRestartDelay, maxRestartDelay))})
+	case x < 0.25:
+		c.kill(p)
 		return "kill"
-	case x < 0.8:
+	case x < 0.35:
+		c.burst(p)
+		return "burst of kills"
+	case x < 0.65:
 		d := c.randBetween(minPause, maxPause)
 		c.mu.Lock()
 		start := time.Now()
@@ -346,6 +538,11 @@ func (c *cluster) act(p *proc) string {
 		c.pauses = append(c.pauses, pause{holder: p.holder, start: start, end: time.Now()})
 		c.mu.Unlock()
 		return "pause"
+	case x < 0.8:
+		c.mu.Lock()
+		c.signal(p, syscall.SIGPWR)
+		c.mu.Unlock()
+		return "simulated suspend"
 	default:
 		c.mu.Lock()
 		c.signal(p, syscall.SIGTERM)
@@ -359,10 +556,123 @@ func (c *cluster) act(p *proc) string {
 	}
 }
 
+// kill crashes p and schedules its restart.
+func (c *cluster) kill(p *proc) {
+	c.mu.Lock()
+	c.signal(p, syscall.SIGKILL)
+	p.gone, p.killed, p.killedAt = true, true, time.Now()
+	if c.leader == p {
+		c.leader = nil
+	}
+	c.kills++
+	c.mu.Unlock()
+	c.pending = append(c.pending, restart{slot: p.slot, after: time.Now().Add(c.randBetween(minRestartDelay, maxRestartDelay))})
+}
+
+// burst kills p, then each next leader the moment its START line comes,
+// burstKills leaders in all, while enough processes stay live.
+func (c *cluster) burst(p *proc) {
+	c.mu.Lock()
+	c.bursts++
+	c.mu.Unlock()
+	for i := 0; ; i++ {
+		c.mu.Lock()
+		seq := c.startSeq
+		c.mu.Unlock()
+		c.kill(p)
+		if i == burstKills-1 {
+			return
+		}
+		var next *proc
+		ok := c.waitUntil(recoverTimeout, func() bool {
+			if c.leader == nil || c.leaderSeq <= seq || c.leader.gone {
+				return false
+			}
+			next = c.leader
+			return true
+		})
+		c.mu.Lock()
+		enough := ok && c.liveOthers(next) >= minLive
+		c.mu.Unlock()
+		if !enough {
+			return
+		}
+		p = next
+	}
+}
+
+// deleteFile deletes the SQLite file under the running processes with del,
+// keeping its rows, and records the new file.
+func (c *cluster) deleteFile(del deleteFunc) {
+	c.mu.Lock()
+	file := len(c.inodes)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	at := time.Now()
+	rows, inode, err := del(ctx, file-1)
+	if err != nil {
+		c.t.Errorf("delete the SQLite file: %v", err)
+		return
+	}
+	c.mu.Lock()
+	c.timeline = append(c.timeline, event{at, fmt.Sprintf("test: deleted the SQLite file (%d rows copied), new file's inode %d", len(rows), inode)})
+	c.copied = append(c.copied, rows...)
+	c.deletions = append(c.deletions, at)
+	c.inodes = append(c.inodes, inode)
+	c.mu.Unlock()
+}
+
+// between returns the timeline from from to to.
+func (c *cluster) between(from, to time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var window []event
+	for _, e := range c.timeline {
+		if !e.at.Before(from) && !e.at.After(to) {
+			window = append(window, e)
+		}
+	}
+	slices.SortStableFunc(window, func(a, b event) int { return a.at.Compare(b.at) })
+	lines := make([]string, len(window))
+	for i, e := range window {
+		lines[i] = e.at.Format(timeFormat) + " " + e.text
+	}
+	return lines
+}
+
 func (c *cluster) liveCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.liveOthers(nil)
+}
+
+// log returns what the run left for the checker, the rows aside. Call it
+// after stopAll.
+func (c *cluster) log() runLog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in := runLog{pauses: c.pauses, deletions: c.deletions, wrote: c.wrote}
+	for i, s := range c.starts {
+		s.file = c.fileOf(c.startInode[i])
+		in.starts = append(in.starts, s)
+	}
+	for _, r := range c.runs {
+		in.runs = append(in.runs, *r)
+	}
+	return in
+}
+
+// fileOf returns the number of the file with inode: 0 for the first,
+// 1 for the one created after the first deletion... The caller holds c.mu.
+func (c *cluster) fileOf(inode uint64) int {
+	for i := len(c.inodes) - 1; i >= 0; i-- {
+		if c.inodes[i] == inode {
+			return i
+		}
+	}
+	c.errLines = append(c.errLines, fmt.Sprintf("a process opened an unknown file (inode %d)", inode))
+	return -1
 }
 
 // stopAll resumes every paused process, kills every process and waits for
@@ -384,7 +694,7 @@ func (c *cluster) stopAll() {
 				p.paused = false
 			}
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			p.gone = true
+			p.gone, p.killed, p.killedAt = true, true, time.Now()
 		}
 		c.mu.Unlock()
 		c.pending = nil

@@ -2,12 +2,18 @@
 
 // Package chaos runs several processes that campaign for one lease on one
 // store (a SQLite file, and PostgreSQL when LEADERAWARE_TEST_PG is set) and,
-// for a bounded time, randomly crashes (SIGKILL), pauses (SIGSTOP/SIGCONT)
-// and gracefully stops their leader, restarting killed and stopped processes
-// after a short random delay. Each leader writes rows through fenced writes;
-// after the run the test reads them back and checks that fencing held and
-// that leaderless gaps stayed bounded (see check_test.go for the exact
-// invariants and bounds).
+// for a bounded time, randomly crashes (SIGKILL, alone or in bursts that
+// kill each next leader as soon as it is elected), pauses (SIGSTOP/SIGCONT),
+// suspends (simulated through the clock seam) and gracefully stops their
+// leader, restarting killed and stopped processes after a short random
+// delay. All along it steps the wall clock of random processes by ±1h
+// (-chaos.step, through the clock seam), and once per SQLite run it deletes the lease
+// file under the running processes, which exit and are restarted on a new
+// file. Each leader writes rows through fenced writes; after the run the
+// test checks the rows and the processes' lines: that fencing held, that no
+// two jobs ran at once, that tokens never went back (across the deletion
+// too), that no committed write was lost, and that leaderless gaps stayed
+// bounded (see check_test.go for the exact invariants and bounds).
 //
 // The defaults: 5 processes, 60 s per store in CI (the CI environment
 // variable is "true") and 20 s elsewhere, so a plain go test ./... stays
@@ -16,6 +22,7 @@
 //	go test -race ./tests/chaos/ -v -chaos.duration=5m -timeout=15m
 //	go test ./tests/chaos/ -run Postgres -chaos.procs=8 -chaos.seed=42
 //	go test ./tests/chaos/ -chaos.hold=40ms # pauses mostly inside fenced transactions
+//	go test ./tests/chaos/ -chaos.step=0    # no clock steps
 package chaos
 
 import (
@@ -34,6 +41,7 @@ var (
 	flagDuration = flag.Duration("chaos.duration", defaultDuration(), "how long chaos runs on each store (default 60s when CI=true, else 20s)")
 	flagProcs    = flag.Int("chaos.procs", 5, "number of processes (at least 3)")
 	flagSeed     = flag.Uint64("chaos.seed", 0, "random seed of the chaos schedule (0: a random one, printed)")
+	flagStep     = flag.Duration("chaos.step", time.Hour, "size of the wall-clock steps of random processes (0: no steps)")
 	flagHold     = flag.Duration("chaos.hold", 0, "how long each fenced transaction stays open after its insert: "+
 		"a longer hold makes pauses land inside transactions (holding the database's locks) more often")
 )

@@ -39,6 +39,7 @@ func run() error {
 	var (
 		dbPath = flag.String("db", "", "SQLite file")
 		pgDSN  = flag.String("pg", "", "PostgreSQL DSN (instead of -db)")
+		schema = flag.String("schema", pglease.DefaultSchema, "PostgreSQL schema of the lease table")
 		name   = flag.String("name", "job", "lease name")
 		holder = flag.String("holder", "", "holder name")
 		ttl    = flag.Duration("ttl", 1500*time.Millisecond, "lease TTL")
@@ -50,7 +51,7 @@ func run() error {
 	var store elector.Store
 	switch {
 	case *pgDSN != "":
-		s, err := pglease.Open(context.Background(), *pgDSN)
+		s, err := pglease.Open(context.Background(), *pgDSN, pglease.WithSchema(*schema))
 		if err != nil {
 			return err
 		}

@@ -1,21 +1,35 @@
 // Command chaosproc is the helper process of the chaos tests in tests/chaos.
 // It runs one decorated [jobs.Every] job that, while this process leads,
-// writes one (token, holder, time) row every -every through a fenced write:
-// [sqlitelease.Store.Fenced] into the table -table of the lease file, or
+// writes one (token, holder, n, time) row every -every through a fenced
+// write: [sqlitelease.Store.Fenced] into the table -table of the lease file
+// (created if missing, so that a process started on a new file has it), or
 // [pglease.Store.Fenced] into -table of the schema -schema. It prints its
-// transitions, one line each:
+// transitions, one line each (times are this host's wall clock, never
+// stepped, in Unix nanoseconds):
 //
-//	START <holder> <token>          elected: the job is about to start
-//	WROTE <holder> <token>          the term's first fenced write committed
-//	STOP <holder> <token> <cause>   the job has stopped and the term is over
-//	REFUSED <holder> <token>        the store refused a fenced write: the term was no longer current
+//	OPEN <holder> <inode>            the store is open on the SQLite file with this inode (0 on PostgreSQL)
+//	START <holder> <token>           elected: the job is about to start
+//	RUN <holder> <token> <t>         the inner job's Start is called at t
+//	WROTE <holder> <token> <n>       fenced write number n of this process committed
+//	HALT <holder> <token> <t1> <t2>  the inner job's Stop was called at t1 and returned at t2
+//	STOP <holder> <token> <cause>    the job has stopped and the term is over
+//	REFUSED <holder> <token>         the store refused a fenced write: the term was no longer current or trusted
 //	ZOMBIE <holder> <token> <result> a write with the token of the term that just ended: refused or committed
-//	ERROR <holder> <message>        a job, store or elector error
-//	EXIT <holder>                   stopped gracefully after SIGTERM
+//	STEP <holder> <offset>           the wall clock was stepped; offset is its total step now
+//	SUSPEND <holder> <token> <d> <t> a suspend of d was simulated at t, while leading term token (0: not leading, none simulated)
+//	GONE <holder> <message>          the store reports its file deleted or replaced: the process exits (status 3)
+//	ERROR <holder> <message>         a job, store or elector error
+//	EXIT <holder>                    stopped gracefully after SIGTERM
 //
-// The test creates the tables before it starts any chaosproc. SIGTERM and
-// SIGINT stop the job gracefully; the test also sends SIGKILL (a crash) and
-// SIGSTOP/SIGCONT (a pause, like a long GC pause).
+// The test creates the PostgreSQL table before it starts any chaosproc.
+// SIGTERM and SIGINT stop the job gracefully; the test also sends SIGKILL (a
+// crash) and SIGSTOP/SIGCONT (a pause, like a long GC pause). Through the
+// clock seam (internal/clock), SIGUSR1 steps this process's wall clock
+// forward by -stepby and SIGUSR2 back, as an NTP step would (-wallstep is
+// the step a restarted process starts with: its host's clock), and SIGPWR
+// simulates a suspend of -suspend while the inner job runs: the
+// elapsed-time clock jumps while Go's timers do not, as after a machine's
+// resume.
 package main
 
 import (
@@ -38,6 +52,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/jobs"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
@@ -53,7 +68,7 @@ func main() {
 // writeFunc writes one row for the lease l inside a fenced transaction:
 // with the store's Fenced (the term that ctx carries), or, if zombie, with
 // FencedLease(l), which asks the database even after the term has ended.
-type writeFunc func(ctx context.Context, l elector.Lease, zombie bool) error
+type writeFunc func(ctx context.Context, l elector.Lease, n int64, zombie bool) error
 
 func run() error {
 	var (
@@ -68,15 +83,26 @@ func run() error {
 		retry  = flag.Duration("retry", 500*time.Millisecond, "retry interval")
 		every  = flag.Duration("every", 50*time.Millisecond, "write period")
 		hold   = flag.Duration("hold", 0, "how long each fenced transaction sleeps after its insert, before it commits")
+		step   = flag.Duration("wallstep", 0, "step of the wall clock at start (the clock of this process's host)")
+		stepBy = flag.Duration("stepby", time.Hour, "size of the wall-clock step of SIGUSR1 (forward) and SIGUSR2 (back)")
+		susp   = flag.Duration("suspend", 3*time.Second, "length of the suspend that SIGPWR simulates")
 	)
 	flag.Parse()
 	if *holder == "" {
 		return errors.New("need -holder")
 	}
 
+	// Before OPEN, so that the test's signals never find the default
+	// action (exit) in place.
+	sig := make(chan os.Signal, 8)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPWR)
+	defer signal.Stop(sig)
+	clock.Step(*step)
+	out := &lineWriter{w: os.Stdout}
 	var (
 		store elector.Store
 		write writeFunc
+		inode uint64
 	)
 	switch {
 	case *pgDSN != "":
@@ -92,6 +118,20 @@ func run() error {
 			return err
 		}
 		defer s.Close()
+		if fi, err := os.Stat(*dbPath); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				inode = st.Ino
+			}
+		}
+		if _, err := s.DB().ExecContext(context.Background(), `CREATE TABLE IF NOT EXISTS "`+*table+`" (
+			seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+			token  INTEGER NOT NULL,
+			holder TEXT    NOT NULL,
+			n      INTEGER NOT NULL,
+			at_us  INTEGER NOT NULL
+		) STRICT`); err != nil {
+			return err
+		}
 		store, write = s, sqliteWriter(s, *table, *hold)
 	default:
 		return errors.New("need -db or -pg")
@@ -101,30 +141,54 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	out := &lineWriter{w: os.Stdout}
-	fail := func(_ context.Context, err error) { out.printf("ERROR %s %s", *holder, oneLine(err)) }
-	var wrote atomic.Uint64 // the last token that printed WROTE
-	job := jobs.Every(*every, func(ctx context.Context) error {
+	out.printf("OPEN %s %d", *holder, inode)
+
+	// gone is closed when the store reports that its file was deleted or
+	// replaced: the process then exits, as an application would crash on
+	// it and be restarted on the new file.
+	gone := make(chan struct{})
+	var goneOnce sync.Once
+	checkGone := func(err error) {
+		if errors.Is(err, sqlitelease.ErrFileChanged) {
+			goneOnce.Do(func() {
+				out.printf("GONE %s %s", *holder, oneLine(err))
+				close(gone)
+			})
+		}
+	}
+	fail := func(_ context.Context, err error) {
+		out.printf("ERROR %s %s", *holder, oneLine(err))
+		checkGone(err)
+	}
+	var (
+		writes  atomic.Int64  // fenced writes tried, numbering the rows
+		leading atomic.Uint64 // the token of the term whose inner job runs, 0 if none
+	)
+	writer := jobs.Every(*every, func(ctx context.Context) error {
 		l, ok := elector.LeaseFromContext(ctx)
 		if !ok {
 			return errors.New("the job's context carries no lease")
 		}
-		err := write(ctx, l, false)
-		if err == nil && wrote.Swap(l.Token) != l.Token {
-			out.printf("WROTE %s %d", *holder, l.Token)
+		n := writes.Add(1)
+		err := write(ctx, l, n, false)
+		if err == nil {
+			out.printf("WROTE %s %d %d", *holder, l.Token, n)
 		}
-		if errors.Is(err, elector.ErrLeaseLost) {
+		if refused(err) {
 			out.printf("REFUSED %s %d", *holder, l.Token)
+			checkGone(err)
 			return nil
 		}
 		return err
 	}, jobs.WithImmediate(), jobs.WithName("chaos writer"), jobs.WithErrorHandler(fail))
+	job := &runJob{inner: writer, out: out, holder: *holder, leading: &leading}
 	leader := decorator.Decorate[decorator.Job](job, e,
 		decorator.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 		decorator.WithHooks(decorator.Hooks{
 			OnElected: func(_ context.Context, t elector.Term) { out.printf("START %s %d", *holder, t.Token()) },
 			OnDemoted: func(ctx context.Context, t elector.Term, cause error) {
 				out.printf("STOP %s %d %s", *holder, t.Token(), oneLine(cause))
+				checkGone(cause)
 				// A zombie: a writer that missed the end of its term (a job
 				// ignoring its context, or one that was paused) writes with the
 				// old token. The term is over and resigned: the fence must
@@ -134,10 +198,10 @@ func run() error {
 					fail(ctx, errors.New("the OnDemoted context carries no lease"))
 					return
 				}
-				switch err := write(ctx, l, true); {
+				switch err := write(ctx, l, writes.Add(1), true); {
 				case err == nil:
 					out.printf("ZOMBIE %s %d committed", *holder, l.Token)
-				case errors.Is(err, elector.ErrLeaseLost):
+				case refused(err):
 					out.printf("ZOMBIE %s %d refused", *holder, l.Token)
 				default:
 					fail(ctx, fmt.Errorf("zombie write: %w", err))
@@ -146,26 +210,91 @@ func run() error {
 			OnError: fail,
 		}))
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	if err := leader.Start(context.Background()); err != nil {
 		return err
 	}
-	<-sig
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = leader.Stop(ctx)
-	out.printf("EXIT %s", *holder)
+	stepped := *step
+	for {
+		select {
+		case <-gone:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := leader.Stop(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "chaosproc: stop after the file changed:", err)
+			}
+			cancel()
+			if err := store.(io.Closer).Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "chaosproc: close after the file changed:", err)
+			}
+			os.Exit(3)
+		case s := <-sig:
+			switch s {
+			case syscall.SIGUSR1, syscall.SIGUSR2:
+				d := *stepBy
+				if s == syscall.SIGUSR2 {
+					d = -d
+				}
+				clock.Step(d)
+				stepped += d
+				out.printf("STEP %s %v", *holder, stepped)
+			case syscall.SIGPWR:
+				// Only a leader: a candidate's watch would complete at once,
+				// in a world where the holder had not gone on renewing
+				// meanwhile, which no real suspend makes.
+				token := leading.Load()
+				if token != 0 {
+					clock.Suspend(*susp)
+				}
+				out.printf("SUSPEND %s %d %v %d", *holder, token, *susp, time.Now().UnixNano())
+			default:
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				err := leader.Stop(ctx)
+				out.printf("EXIT %s", *holder)
+				return err
+			}
+		}
+	}
+}
+
+// runJob is the inner job: it prints when its Start is called and when its
+// Stop returns, so that the test sees when the job may run.
+type runJob struct {
+	inner   *jobs.EveryJob
+	out     *lineWriter
+	holder  string
+	leading *atomic.Uint64
+	token   uint64 // of the term that started it; set by Start, read by Stop (the decorator calls them in turn)
+}
+
+func (j *runJob) Start(ctx context.Context) error {
+	t, ok := elector.TermFromContext(ctx)
+	if !ok {
+		return errors.New("the start context carries no term")
+	}
+	j.token = t.Token()
+	j.leading.Store(j.token)
+	j.out.printf("RUN %s %d %d", j.holder, j.token, time.Now().UnixNano())
+	return j.inner.Start(ctx)
+}
+
+func (j *runJob) Stop(ctx context.Context) error {
+	called := time.Now()
+	err := j.inner.Stop(ctx)
+	if err == nil {
+		j.leading.Store(0)
+		j.out.printf("HALT %s %d %d %d", j.holder, j.token, called.UnixNano(), time.Now().UnixNano())
+	}
 	return err
 }
 
-// sqliteWriter inserts rows stamped with this process's clock, read inside
-// the transaction, which holds the file's write lock.
+// sqliteWriter inserts rows stamped with this host's clock (time.Now, which
+// clock.Step does not move), read inside the transaction, which holds the
+// file's write lock.
 func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeFunc {
-	insert := `INSERT INTO "` + table + `" (token, holder, at_us) VALUES (?, ?, ?)`
-	return func(ctx context.Context, l elector.Lease, zombie bool) error {
+	insert := `INSERT INTO "` + table + `" (token, holder, n, at_us) VALUES (?, ?, ?, ?)`
+	return func(ctx context.Context, l elector.Lease, n int64, zombie bool) error {
 		fn := func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, insert, int64(l.Token), l.Holder, time.Now().UnixMicro()); err != nil {
+			if _, err := tx.ExecContext(ctx, insert, int64(l.Token), l.Holder, n, time.Now().UnixMicro()); err != nil {
 				return err
 			}
 			return sleep(ctx, hold)
@@ -182,13 +311,13 @@ func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeF
 // column, assigned under it, follows commit order.
 func pgWriter(s *pglease.Store, table string, hold time.Duration) writeFunc {
 	lock := `LOCK TABLE ` + table + ` IN SHARE ROW EXCLUSIVE MODE`
-	insert := `INSERT INTO ` + table + ` (token, holder) VALUES ($1, $2)`
-	return func(ctx context.Context, l elector.Lease, zombie bool) error {
+	insert := `INSERT INTO ` + table + ` (token, holder, n) VALUES ($1, $2, $3)`
+	return func(ctx context.Context, l elector.Lease, n int64, zombie bool) error {
 		fn := func(ctx context.Context, tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, lock); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, insert, int64(l.Token), l.Holder); err != nil {
+			if _, err := tx.Exec(ctx, insert, int64(l.Token), l.Holder, n); err != nil {
 				return err
 			}
 			return sleep(ctx, hold)
@@ -198,6 +327,14 @@ func pgWriter(s *pglease.Store, table string, hold time.Duration) writeFunc {
 		}
 		return s.Fenced(ctx, fn)
 	}
+}
+
+// refused reports whether err is a store's refusal of a fenced write: the
+// term is no longer current (ErrLeaseLost), or no longer trusted by this
+// process (ErrLeaseExpired, which pglease returns once the term's trust
+// window has closed).
+func refused(err error) bool {
+	return errors.Is(err, elector.ErrLeaseLost) || errors.Is(err, elector.ErrLeaseExpired)
 }
 
 // sleep waits d, or until ctx ends.

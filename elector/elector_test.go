@@ -566,3 +566,22 @@ func TestTrustRemaining(t *testing.T) {
 		assert.Zero(t, trust.TrustRemaining())
 	})
 }
+
+// TestTrustRemainingEndsTermAfterSuspend: after a suspend, asking the term
+// for its trust ends it at once, before the renewal timer (which a suspend
+// delays) fires.
+func TestTrustRemainingEndsTermAfterSuspend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		term := campaign(t, newElector(t, elector.NewMemoryStore(), "a", fast))
+		clock.Suspend(time.Hour)
+		defer clock.Suspend(-time.Hour)
+		assert.Zero(t, term.(interface{ TrustRemaining() time.Duration }).TrustRemaining())
+		select {
+		case <-term.Done():
+		default:
+			t.Fatal("the term is still open after its trust window closed during a suspend")
+		}
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+		require.NoError(t, term.Resign(t.Context()))
+	})
+}

@@ -68,14 +68,22 @@ func (t *leaseTerm) Err() error {
 
 // TrustRemaining returns how long the term is still trusted: until the end
 // of the trust window its last successful acquire or renew opened, on a
-// clock that counts suspend; 0 once the term has ended.
+// clock that counts suspend; 0 once the term has ended. A call that finds
+// the window closed ends the term (ErrLeaseExpired) at once, rather than
+// when the renewal timer fires: after a suspend, that timer fires late.
 func (t *leaseTerm) TrustRemaining() time.Duration {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.err != nil {
+	left := clock.Until(t.trustUntil)
+	ended := t.err != nil
+	t.mu.Unlock()
+	if ended {
 		return 0
 	}
-	return max(clock.Until(t.trustUntil), 0)
+	if left <= 0 {
+		t.end(ErrLeaseExpired)
+		return 0
+	}
+	return left
 }
 
 func (t *leaseTerm) Lease() Lease {

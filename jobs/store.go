@@ -26,7 +26,7 @@ type FencedStore interface {
 	DB() *sql.DB
 	// Fenced runs fn in a transaction that commits only if the term carried
 	// by ctx is still the current, unreleased term of its lease. Otherwise
-	// it returns an error wrapping elector.ErrLeaseLost (or, on PostgreSQL,
+	// it returns an error wrapping elector.ErrLeaseLost (on PostgreSQL also
 	// elector.ErrLeaseExpired once the term's trust window has closed) and
 	// nothing fn wrote is kept; a ctx without a term gives an error wrapping
 	// elector.ErrNoTerm. fn must not commit or roll back tx.

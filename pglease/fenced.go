@@ -41,15 +41,38 @@ const rollbackTimeout = 5 * time.Second
 // the start of the last acquire or renew of l's term through this Store
 // plus l's TTL minus the safety margin (a whole such window from now if
 // this Store did not write the term). fn's ctx ends then, and a commit
-// after that fails with an error wrapping [elector.ErrLeaseExpired]. The
+// after that fails with an error wrapping [elector.ErrLeaseExpired] (and,
+// like every refusal, [elector.ErrLeaseLost]). The
 // server bounds each statement, and each wait for the client, by the same
 // time (statement_timeout, idle_in_transaction_session_timeout), so that a
 // process frozen inside fn cannot hold off a takeover: the server ends its
-// transaction. A term whose trust has run out gets ErrLeaseExpired and runs
-// nothing. Keep fn short: while it runs, the holder's own renewals wait too.
+// transaction. A term whose trust has run out gets ErrLeaseExpired (and
+// ErrLeaseLost) and runs nothing. Keep fn short: while it runs, the holder's own renewals wait too.
 //
 // An error from fn rolls back and is returned as it is.
 func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return s.fenced(ctx, l, func(ctx context.Context, ms int64) (fencedTx, error) {
+		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
+			"BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms)})
+		return pgxTx{tx}, err
+	}, func(ctx context.Context, tx fencedTx) error { return fn(ctx, tx.(pgxTx).Tx) })
+}
+
+// fencedTx is the transaction of a fenced write, from pgx or database/sql.
+type fencedTx interface {
+	// held reports whether the lease row still holds the term (sqlFence),
+	// locking it FOR SHARE.
+	held(ctx context.Context, sql string, l elector.Lease) (bool, error)
+	commit(ctx context.Context) error
+	rollback(ctx context.Context)
+}
+
+// fenced is the protocol of every fenced write of l's term: refuse a term
+// whose trust has run out, begin a transaction whose statements and idle
+// waits the server bounds to the trust left (begin gets it in ms), lock and
+// check the lease row, run fn, commit, and report the outcome to the
+// observer in ctx.
+func (s *Store) fenced(ctx context.Context, l elector.Lease, begin func(ctx context.Context, ms int64) (fencedTx, error), fn func(ctx context.Context, tx fencedTx) error) (err error) {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -59,12 +82,15 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 	if err := elector.ValidateTTL(l.TTL); err != nil {
 		return fmt.Errorf("pglease: fenced write for lease %q: pass the lease the store returned: %w", l.Name, err)
 	}
+	defer func() { elector.ObserveFenced(ctx, err) }()
 	term := fmt.Sprintf("pglease: fenced write for lease %q token %d of %q", l.Name, l.Token, l.Holder)
 	left := s.trustLeft(l)
+	// A term past its trust window is refused like a lost one: both errors
+	// match, so callers that check ErrLeaseLost see every refusal.
 	if left <= 0 {
-		return fmt.Errorf("%s: %w", term, elector.ErrLeaseExpired)
+		return fmt.Errorf("%s: the term's trust window has closed: %w (%w)", term, elector.ErrLeaseLost, elector.ErrLeaseExpired)
 	}
-	ended := fmt.Errorf("%s: the term's trust window closed during the write: %w", term, elector.ErrLeaseExpired)
+	ended := fmt.Errorf("%s: the term's trust window closed during the write: %w (%w)", term, elector.ErrLeaseLost, elector.ErrLeaseExpired)
 	ctx, cancel := context.WithTimeoutCause(ctx, left, ended)
 	defer cancel()
 	// failed reports a failure of the transaction itself, not of fn.
@@ -74,30 +100,43 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 		}
 		return s.opErr(op+" fenced write for", l.Name, err)
 	}
-	ms := millis(left)
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: fmt.Sprintf(
-		"BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms)})
+	tx, err := begin(ctx, millis(left))
 	if err != nil {
 		return failed("begin", err)
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		_ = tx.Rollback(rctx)
-		cancel()
-	}()
-	var current bool
-	err = tx.QueryRow(ctx, s.sqlFence, l.Name, l.Holder, int64(l.Token)).Scan(&current)
+	defer tx.rollback(ctx) // a no-op after commit
+	current, err := tx.held(ctx, s.sqlFence, l)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("%s: %w", term, elector.ErrLeaseLost)
 	case err != nil:
 		return failed("check", err)
+	case !current:
+		return fmt.Errorf("%s: %w", term, elector.ErrLeaseLost)
 	}
 	if err := fn(ctx, tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.commit(ctx); err != nil {
 		return failed("commit", err)
 	}
 	return nil
+}
+
+// pgxTx is a pgx transaction as a fencedTx.
+type pgxTx struct{ pgx.Tx }
+
+func (t pgxTx) held(ctx context.Context, sql string, l elector.Lease) (bool, error) {
+	var ok bool
+	err := t.QueryRow(ctx, sql, l.Name, l.Holder, int64(l.Token)).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return ok, err
+}
+
+func (t pgxTx) commit(ctx context.Context) error { return t.Commit(ctx) }
+
+func (t pgxTx) rollback(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	_ = t.Rollback(rctx)
+	cancel()
 }

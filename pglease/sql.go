@@ -42,61 +42,40 @@ func (q *SQL) Close() error { return q.db.Close() }
 // with the same lease row lock, deadlines and errors as
 // [Store.FencedLease]. fn must not commit or roll back tx.
 func (q *SQL) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	s := q.s
 	l, ok := elector.LeaseFromContext(ctx)
 	if !ok {
 		return fmt.Errorf("pglease: fenced write: %w", elector.ErrNoTerm)
 	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := elector.ValidateName(l.Name); err != nil {
-		return err
-	}
-	if err := elector.ValidateTTL(l.TTL); err != nil {
-		return fmt.Errorf("pglease: fenced write for lease %q: %w", l.Name, err)
-	}
-	term := fmt.Sprintf("pglease: fenced write for lease %q token %d of %q", l.Name, l.Token, l.Holder)
-	left := s.trustLeft(l)
-	if left <= 0 {
-		return fmt.Errorf("%s: %w", term, elector.ErrLeaseExpired)
-	}
-	ended := fmt.Errorf("%s: the term's trust window closed during the write: %w", term, elector.ErrLeaseExpired)
-	// The transaction's context bounds its statements and its commit.
-	ctx, cancel := context.WithTimeoutCause(ctx, left, ended)
-	defer cancel()
-	failed := func(op string, err error) error {
-		if context.Cause(ctx) == ended {
-			return fmt.Errorf("%w (%s: %v)", ended, op, withoutSecrets(err, s.secrets...))
+	return q.s.fenced(ctx, l, func(ctx context.Context, ms int64) (fencedTx, error) {
+		tx, err := q.db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
 		}
-		return s.opErr(op+" fenced write for", l.Name, err)
-	}
-	tx, err := q.db.BeginTx(ctx, nil)
-	if err != nil {
-		return failed("begin", err)
-	}
-	defer tx.Rollback() // a no-op after Commit
-	ms := strconv.FormatInt(millis(left), 10)
-	if _, err := tx.ExecContext(ctx, `SELECT set_config('statement_timeout', $1, true),
-		set_config('idle_in_transaction_session_timeout', $1, true)`, ms); err != nil {
-		return failed("begin", err)
-	}
-	var current bool
-	err = tx.QueryRowContext(ctx, s.sqlFence, l.Name, l.Holder, int64(l.Token)).Scan(&current)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%s: %w", term, elector.ErrLeaseLost)
-	case err != nil:
-		return failed("check", err)
-	}
-	if err := fn(ctx, tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return failed("commit", err)
-	}
-	return nil
+		bound := strconv.FormatInt(ms, 10)
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('statement_timeout', $1, true),
+			set_config('idle_in_transaction_session_timeout', $1, true)`, bound); err != nil {
+			_ = tx.Rollback()
+			return nil, err
+		}
+		return sqlTx{tx}, nil
+	}, func(ctx context.Context, tx fencedTx) error { return fn(ctx, tx.(sqlTx).Tx) })
 }
+
+// sqlTx is a database/sql transaction as a fencedTx.
+type sqlTx struct{ *sql.Tx }
+
+func (t sqlTx) held(ctx context.Context, query string, l elector.Lease) (bool, error) {
+	var ok bool
+	err := t.QueryRowContext(ctx, query, l.Name, l.Holder, int64(l.Token)).Scan(&ok)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return ok, err
+}
+
+func (t sqlTx) commit(context.Context) error { return t.Commit() }
+
+func (t sqlTx) rollback(context.Context) { _ = t.Rollback() }
 
 // LeaseRow is a lease as [Store.List] reports it: the last term of its
 // name, held or released. Its fields are those of sqlitelease.LeaseRow, so

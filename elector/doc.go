@@ -31,10 +31,13 @@
 // term; call [LeaseElector.Campaign] again. The decorator package does exactly
 // that for background jobs.
 //
-// Stores: [NewMemoryStore] (one process, tests), sqlitelease (one host) and
-// pglease (many hosts). Every store passes the conformance suite in
-// elector/electortest. A store may implement [ReleaseWatcher] so that waiting
-// candidates wake as soon as a lease is released; without it they poll every
+// Stores: [NewMemoryStore] (one process, tests), sqlitelease (one host),
+// pglease (many hosts), and, in modules of their own, etcdlease and
+// mysqllease. Every store passes the conformance suite in
+// elector/electortest. A store may implement [LeaseWatcher], so that one
+// reader per store follows every lease its candidates wait on and waiting
+// candidates make no calls of their own, or [ReleaseWatcher], so that they
+// wake as soon as a lease is released; without either they poll every
 // RetryInterval.
 //
 // The package imports only the standard library and, for the clock that

@@ -92,16 +92,23 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 
 // Campaign implements [Elector]. It takes a free lease at once. While
 // another holder has the lease, it watches it: it reads it again every
-// jittered RetryInterval (or as soon as the store reports a release, see
-// [ReleaseWatcher]), and once it has seen the same Version unchanged for the
-// holder's TTL (and at least its own), measured on its own clock from the
-// first moment it saw it, it takes the lease over with a compare-and-set on
-// that Version. The watch is kept across calls to Campaign. Each store call
+// jittered RetryInterval (or the store watches it in bulk, see
+// [LeaseWatcher], or reports its release, see [ReleaseWatcher]), and once it
+// has seen the same Version unchanged for the holder's TTL (and at least its
+// own), measured on its own clock from the first moment it saw it, it takes
+// the lease over with a compare-and-set on that Version. The watch is kept across calls to Campaign. Each store call
 // is bounded by the trust window (TTL minus TTL/10): an acquire that takes
 // longer could not be trusted anyway.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
-	var released <-chan struct{}
-	if w, ok := e.store.(ReleaseWatcher); ok {
+	var (
+		states   <-chan Lease
+		released <-chan struct{}
+	)
+	if w, ok := e.store.(LeaseWatcher); ok {
+		ch, stop := w.WatchLease(e.name, e.cfg.RetryInterval)
+		defer stop()
+		states = ch
+	} else if w, ok := e.store.(ReleaseWatcher); ok {
 		ch, stop := w.WatchRelease(e.name)
 		defer stop()
 		released = ch
@@ -150,29 +157,45 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		if err != nil {
 			e.observe(Event{Kind: EventCampaign, Result: ResultHeld})
 		}
-		wait := jitter(e.cfg.RetryInterval)
-		if left > 0 && left < wait {
-			wait = left // wake the moment the watch completes
-		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-		case <-released:
+		// Wait for the lease to be free, or for the watch to complete (the
+		// moment it does), reading the lease again every jittered
+		// RetryInterval unless the store watches it for us.
+		for waiting := true; waiting; {
+			wait := jitter(e.cfg.RetryInterval)
+			if left > 0 && (left < wait || states != nil) {
+				wait = left
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-timer.C:
+				waiting = false
+			case <-released:
+				waiting = false
+			case l := <-states:
+				if l.Token == 0 {
+					waiting = false // free
+				} else {
+					left = e.watchLease(l)
+				}
+			}
 		}
 	}
 }
 
 // watchLease records that the candidate saw l now, starting a new watch if
-// l is not the lease it watched, and returns how long the watch has left.
+// l is a newer state than the one it watched, and returns how long the watch
+// has left. An older state (one that a bulk watcher delivered late) changes
+// nothing.
 func (e *LeaseElector) watchLease(l Lease) time.Duration {
 	e.mu.Lock()
-	if l.Token != e.watch.lease.Token || l.Version != e.watch.lease.Version || e.watch.lease.Token == 0 {
+	w := e.watch.lease
+	if w.Token == 0 || l.Token > w.Token || l.Token == w.Token && l.Version > w.Version {
 		e.watch = watch{lease: l, since: clock.Now()}
 	}
 	e.mu.Unlock()

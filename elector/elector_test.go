@@ -585,3 +585,53 @@ func TestTrustRemainingEndsTermAfterSuspend(t *testing.T) {
 		require.NoError(t, term.Resign(t.Context()))
 	})
 }
+
+// bulkCounting counts calls and passes the memory store's LeaseWatcher
+// through, as a wrapper should.
+type bulkCounting struct {
+	countingStore
+	elector.LeaseWatcher
+}
+
+func TestBulkWatchingCandidateMakesNoCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		s := &bulkCounting{countingStore: countingStore{Store: mem}, LeaseWatcher: mem}
+		ta := campaign(t, newElector(t, mem, "a", fast))
+		won := make(chan elector.Term)
+		go func() {
+			tb, err := newElector(t, s, "b", fast).Campaign(t.Context())
+			assert.NoError(t, err)
+			won <- tb
+		}()
+		time.Sleep(time.Minute) // the holder renews 60 times
+		synctest.Wait()
+		assert.EqualValues(t, 1, s.acquires.Load(), "a candidate watching in bulk reads nothing itself while the holder renews")
+		ta.Abandon() // renewals stop: as good as a crash
+		lastRenewal := time.Now()
+		tb := <-won
+		assert.Equal(t, fast.TTL, time.Since(lastRenewal), "taken over the moment the watch of the last renewal completes")
+		assert.EqualValues(t, 2, s.acquires.Load(), "one more call: the takeover")
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}
+
+func TestBulkWatchingCandidateTakesReleasedLeaseAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		ta := campaign(t, newElector(t, mem, "a", fast))
+		won := make(chan elector.Term)
+		go func() {
+			tb, err := newElector(t, mem, "b", fast).Campaign(t.Context())
+			assert.NoError(t, err)
+			won <- tb
+		}()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		released := time.Now()
+		require.NoError(t, ta.Resign(t.Context()))
+		tb := <-won
+		assert.Zero(t, time.Since(released))
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}

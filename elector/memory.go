@@ -11,12 +11,14 @@ import (
 
 // MemoryStore is a [Store] in process memory, for tests and single-process
 // programs. It runs on fake time inside a testing/synctest bubble. It
-// implements [ReleaseWatcher]: candidates that wait on it wake as soon as a
-// lease is released. The zero value is not usable; call [NewMemoryStore].
+// implements [LeaseWatcher] and [ReleaseWatcher]: candidates that wait on it
+// learn of every write at once, and make no calls while they wait. The zero
+// value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
 	mu       sync.Mutex
 	leases   map[string]memoryLease                 // never deleted: tokens never reset
 	watchers map[string]map[*chan struct{}]struct{} // by lease name
+	states   map[string]map[*chan Lease]struct{}    // by lease name
 }
 
 type memoryLease struct {
@@ -29,6 +31,7 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
 		leases:   make(map[string]memoryLease),
 		watchers: make(map[string]map[*chan struct{}]struct{}),
+		states:   make(map[string]map[*chan Lease]struct{}),
 	}
 }
 
@@ -48,6 +51,7 @@ func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl t
 	}
 	l := Lease{Name: name, Holder: holder, Token: cur.Token + 1, Version: cur.Version + 1, TTL: ttl, Written: clock.Wall()}
 	m.leases[name] = memoryLease{Lease: l}
+	m.sendState(name, l)
 	return l, nil
 }
 
@@ -65,6 +69,7 @@ func (m *MemoryStore) Renew(ctx context.Context, l Lease, ttl time.Duration) (Le
 	cur.Version++
 	cur.TTL, cur.Written = ttl, clock.Wall()
 	m.leases[l.Name] = memoryLease{Lease: cur}
+	m.sendState(l.Name, cur)
 	return cur, nil
 }
 
@@ -82,6 +87,7 @@ func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
 	cur.Version++
 	cur.Written = clock.Wall()
 	m.leases[l.Name] = memoryLease{Lease: cur, released: true}
+	m.sendState(l.Name, Lease{})
 	for ch := range m.watchers[l.Name] {
 		select {
 		case *ch <- struct{}{}:
@@ -136,6 +142,43 @@ func (m *MemoryStore) WatchRelease(name string) (<-chan struct{}, func()) {
 				delete(m.watchers, name)
 			}
 		})
+	}
+}
+
+// WatchLease implements [LeaseWatcher]: every write sends the new state at
+// once, so every is not needed.
+func (m *MemoryStore) WatchLease(name string, every time.Duration) (<-chan Lease, func()) {
+	ch := make(chan Lease, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	set := m.states[name]
+	if set == nil {
+		set = make(map[*chan Lease]struct{})
+		m.states[name] = set
+	}
+	set[&ch] = struct{}{}
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			delete(set, &ch)
+			if len(set) == 0 {
+				delete(m.states, name)
+			}
+		})
+	}
+}
+
+// sendState hands l, the new state of name, to its state watchers, each
+// keeping only the latest. m.mu is held.
+func (m *MemoryStore) sendState(name string, l Lease) {
+	for ch := range m.states[name] {
+		select {
+		case <-*ch: // drop the state it has not read
+		default:
+		}
+		*ch <- l // never blocks: the buffer is empty and only we send
 	}
 }
 

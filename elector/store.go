@@ -80,3 +80,19 @@ type ReleaseWatcher interface {
 	// channel is never closed; sends never block the store.
 	WatchRelease(name string) (released <-chan struct{}, stop func())
 }
+
+// LeaseWatcher is an optional interface of a [Store] that watches leases in
+// bulk: one reader per store follows every lease its candidates wait on
+// (one batched read per poll, or the store's own notifications), so that a
+// waiting candidate makes no store call of its own until the lease is free
+// or its watch completes. A [LeaseElector] uses it in place of polling and
+// of [ReleaseWatcher]. A wrapper that embeds [Store] hides it; pass it
+// through as with ReleaseWatcher.
+type LeaseWatcher interface {
+	// WatchLease returns a channel that receives the current lease of name
+	// (the zero Lease when it is free) whenever the store sees a new state
+	// of it, reading it at least every `every`, and a stop function that
+	// the caller must call once it no longer watches. The channel holds the
+	// latest state only; sends never block the store; it is never closed.
+	WatchLease(name string, every time.Duration) (states <-chan Lease, stop func())
+}

@@ -65,6 +65,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) elector.Store) {
 		{"RaceTakeover", testRaceTakeover},
 		{"BadInput", testBadInput},
 		{"ReleaseWakesWatcher", testReleaseWakesWatcher},
+		{"WatchLeaseSeesEveryState", testWatchLease},
 		{"Linearizable", testLinearizable},
 	}
 	call := calls.Add(1)
@@ -378,6 +379,48 @@ func testReleaseWakesWatcher(t *testing.T, s elector.Store, name string) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Release did not wake a watcher of the lease within 5s")
 	}
+	stop()
+	stop() // stop is idempotent
+}
+
+// testWatchLease checks stores that implement elector.LeaseWatcher: a
+// watcher of a name receives each new state of the lease (held, renewed,
+// free) within a few polls, and never a state older than one it received.
+func testWatchLease(t *testing.T, s elector.Store, name string) {
+	w, ok := s.(elector.LeaseWatcher)
+	if !ok {
+		t.Skipf("%T does not implement elector.LeaseWatcher", s)
+	}
+	const every = 100 * time.Millisecond
+	states, stop := w.WatchLease(name, every)
+	defer stop()
+	// expect waits for want, skipping the states before it.
+	expect := func(want elector.Lease, what string) {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case got := <-states:
+				if got.Token == want.Token && got.Version == want.Version {
+					if want.Token != 0 {
+						assertSame(t, want, got, what)
+					}
+					return
+				}
+				require.False(t, got.Token > want.Token || got.Token == want.Token && got.Version > want.Version,
+					"%s: received %+v, newer than %+v", what, got, want)
+			case <-deadline:
+				t.Fatalf("%s: the watcher did not receive %+v within 5s", what, want)
+			}
+		}
+	}
+	l := acquire(t, s, name, "a", elector.Lease{})
+	expect(l, "after TryAcquire")
+	r, err := s.Renew(ctx(t), l, ttl)
+	require.NoError(t, err)
+	expect(r, "after Renew")
+	require.NoError(t, s.Release(ctx(t), r))
+	expect(elector.Lease{}, "after Release (free)")
 	stop()
 	stop() // stop is idempotent
 }

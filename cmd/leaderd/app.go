@@ -30,18 +30,30 @@ const (
 // leases are the lease names of the jobs, in the order status lists them.
 var leases = []string{airdropLease, priceLease, webhookLease}
 
-// newApp returns the daemon's fx app: the lease store on o.db or o.pg, the
-// jobs' tables in the same database, the three jobs, each leader-aware
-// under its own lease, and the demo feeders (a few airdrops at start, a
-// webhook every interval if o.webhookURL is set). log receives one line per
-// leadership transition and one per pass of a job; fx's own events,
-// errors too, go to it at Debug. extra options are appended (tests).
-func newApp(o options, log *slog.Logger, extra ...fx.Option) *fx.App {
-	module, fenced := fxmodule.Config{SQLitePath: o.db, Elector: o.electorConfig()}, fx.Provide(sqliteFenced)
-	if o.pg != "" {
-		module = fxmodule.Config{PostgresDSN: o.pg, PostgresOptions: pgOptions(o.pg), Elector: o.electorConfig()}
-		fenced = fx.Provide(postgresFenced)
+// newApp returns the daemon's fx app: the lease store, the three jobs,
+// each leader-aware under its own lease, and, with o.http, the HTTP server
+// (see [webOptions]). On o.db or o.pg, the store is the one fxmodule.Module
+// opens, and the jobs are the reference jobs, with their tables in the same
+// database, and the demo feeders (a few airdrops at start, a webhook every
+// interval if o.webhookURL is set). On etcd and MySQL, the store is store,
+// which the caller opened and closes, and the jobs are ticks (see
+// [tickJobs]). log receives one line per leadership transition and one per
+// pass of a job; fx's own events, errors too, go to it at Debug. extra
+// options are appended (tests).
+func newApp(o options, store elector.Store, log *slog.Logger, extra ...fx.Option) *fx.App {
+	var module fxmodule.Config
+	var work fx.Option
+	switch o.store() {
+	case storeSQLite:
+		module = fxmodule.Config{SQLitePath: o.db}
+		work = referenceJobs(o, log, fx.Provide(sqliteFenced))
+	case storePostgres:
+		module = fxmodule.Config{PostgresDSN: o.pg, PostgresOptions: pgOptions(o.pg)}
+		work = referenceJobs(o, log, fx.Provide(postgresFenced))
+	default:
+		work = fx.Options(fxmodule.WithStore(store), tickJobs(o, fence(store), log))
 	}
+	module.Elector = o.electorConfig()
 	opts := []fx.Option{
 		fx.WithLogger(func() fxevent.Logger {
 			// fx's own events, errors too, at Debug: an error that stops the
@@ -53,8 +65,23 @@ func newApp(o options, log *slog.Logger, extra ...fx.Option) *fx.App {
 			return l
 		}),
 		fxmodule.Module(module),
-		fenced,
 		fx.Supply(o, log),
+	}
+	if o.http != "" {
+		// Before the jobs: the server listens before they start (a busy
+		// address fails the start before any job ran), and shuts down after
+		// they stopped.
+		opts = append(opts, webOptions())
+	}
+	opts = append(opts, work)
+	return fx.New(append(opts, extra...)...)
+}
+
+// referenceJobs provides and runs the reference jobs on the
+// jobs.FencedStore that fenced provides, and the demo feeders.
+func referenceJobs(o options, log *slog.Logger, fenced fx.Option) fx.Option {
+	return fx.Options(
+		fenced,
 		fx.Provide(newPriceJob, newOutbox, newWebhookJob, newAirdrops),
 		// The jobs' concrete types: the graph keeps the plain jobs (the demo
 		// creates airdrops with the one it gets), and each LeaderJob runs its
@@ -63,23 +90,18 @@ func newApp(o options, log *slog.Logger, extra ...fx.Option) *fx.App {
 		fxmodule.LeaderJob[*webhookretry.Worker](webhookLease, jobOptions(webhookLease, o.holder, log)...),
 		fxmodule.LeaderJob[*airdropexpiry.Job](airdropLease, jobOptions(airdropLease, o.holder, log)...),
 		fx.Invoke(seedAirdrops, enqueueWebhooks),
-	}
-	return fx.New(append(opts, extra...)...)
+	)
 }
 
-// jobOptions are the decorator options of the job under lease: its
-// transitions logged at Info, one line each, and its errors at Warn.
+// jobOptions are the decorator options of the job under lease: the
+// decorator logs its transitions, one line each (elections and
+// resignations at Info, other demotions at Warn, with the lease, holder
+// and token), and its errors at Warn.
 func jobOptions(lease, holder string, base *slog.Logger) []decorator.Option {
 	log := base.With("job", lease, "holder", holder)
 	return []decorator.Option{
-		decorator.WithLogger(base), // its Debug lines name the job and lease themselves
+		decorator.WithLogger(base),
 		decorator.WithHooks(decorator.Hooks{
-			OnElected: func(ctx context.Context, t elector.Term) {
-				log.InfoContext(ctx, "elected", "token", t.Token())
-			},
-			OnDemoted: func(ctx context.Context, t elector.Term, cause error) {
-				log.InfoContext(ctx, "demoted", "token", t.Token(), "cause", cause)
-			},
 			OnError: func(ctx context.Context, err error) {
 				log.WarnContext(ctx, "job error", "err", err)
 			},

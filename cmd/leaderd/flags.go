@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
@@ -29,6 +31,9 @@ const (
 type options struct {
 	db         string        // -db: the SQLite file of leases and job data
 	pg         string        // -pg: the PostgreSQL DSN instead of -db; "" means SQLite
+	etcd       []string      // -etcd: the etcd endpoints instead of -db; nil means none
+	mysql      string        // -mysql: the MySQL or MariaDB DSN instead of -db; "" means none
+	http       string        // -http: the address of the status page, /metrics and probes; "" means none
 	holder     string        // -holder: this instance's holder name
 	ttl        time.Duration // -ttl
 	renew      time.Duration // -renew
@@ -37,6 +42,35 @@ type options struct {
 	priceURL   string        // -price-url: HTTP price source; "" means simulated
 	webhookURL string        // -webhook-url: where to enqueue demo webhooks; "" means none
 	secret     string        // -secret: HMAC key of the webhook signatures
+}
+
+// The stores, as [options.store] names them.
+const (
+	storeSQLite   = "sqlite"
+	storePostgres = "postgres"
+	storeEtcd     = "etcd"
+	storeMySQL    = "mysql"
+)
+
+// store names the store that o keeps the leases in.
+func (o options) store() string {
+	switch {
+	case o.pg != "":
+		return storePostgres
+	case len(o.etcd) > 0:
+		return storeEtcd
+	case o.mysql != "":
+		return storeMySQL
+	}
+	return storeSQLite
+}
+
+// referenceJobs reports whether o runs the reference jobs, whose SQL
+// SQLite and PostgreSQL speak; on etcd and MySQL the demo runs ticks
+// instead (see [tickJobs]).
+func (o options) referenceJobs() bool {
+	s := o.store()
+	return s == storeSQLite || s == storePostgres
 }
 
 // electorConfig returns the elector timings and holder of o.
@@ -56,13 +90,25 @@ func defaultHolder() string {
 
 // usage is the top of `leaderd -h`; the flags follow it.
 const usage = `Usage: leaderd [flags]
-       leaderd status [-db file | -pg DSN]
+       leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN] [-json]
 
 Runs three demo jobs (price-refresh, webhook-retry, airdrop-expiry), each on
-exactly one of the instances that share the -db file (one host) or the -pg
-database (many hosts). Each instance logs when it is elected or demoted for a
-job, and the leader of a job logs one line per pass, with the fencing token of
-its term. Stop an instance with Ctrl-C: its jobs move to another at once.
+exactly one of the instances that share the -db file (one host) or the -pg,
+-etcd or -mysql store (many hosts). Each instance logs when it is elected or
+demoted for a job, and the leader of a job logs one line per pass, with the
+fencing token of its term. Stop an instance with Ctrl-C: its jobs move to
+another at once.
+
+On -db and -pg the jobs are the reference jobs, which keep their tables in
+the same database. Their SQL speaks SQLite and PostgreSQL only, so on -etcd
+and -mysql each of the three leases runs a simpler job instead: every
+-interval it checks its term with an empty fenced transaction and logs the
+pass with its token (-price-url and -webhook-url need the reference jobs).
+
+With -http ADDR (such as -http :8080), the instance serves a status page at
+/ (every lease, its holder and token, and the transitions this instance saw),
+the leases as JSON at /leases, Prometheus metrics at /metrics, and the
+liveness and readiness probes /healthz and /readyz.
 
 ` + statusHelp + `
 Flags:
@@ -84,7 +130,9 @@ const statusHelp = `leaderd status prints who leads which job, one row per lease
            at once
 
 RENEWED and EXPIRES compare the clock of the host that wrote the lease with
-this one, for display only: no instance ever decides by them.
+this one, for display only: no instance ever decides by them. etcd and MySQL
+tell nothing of a free lease: its HOLDER, TOKEN and VERSION are "-". With
+-json, status prints the same leases as JSON.
 `
 
 // parseFlags parses and validates the daemon's flags. Usage and flag
@@ -96,6 +144,11 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.db, "db", defaultDB, "SQLite `file` for the leases and the jobs' tables; every instance on the host must use the same one")
 	fs.StringVar(&o.pg, "pg", "", "PostgreSQL `DSN` for the leases and the jobs' tables, instead of -db, such as\n"+
 		"postgres://user@host:5432/db; add search_path=NAME to keep them in schema NAME")
+	fs.String("etcd", "", "comma-separated etcd `endpoints` (host:port or https://host:port) for the leases, instead of -db;\n"+
+		"the jobs are then the simpler fenced passes described above")
+	fs.StringVar(&o.mysql, "mysql", "", "MySQL or MariaDB `DSN` for the leases, instead of -db, such as user:password@tcp(host:3306)/db;\n"+
+		"the jobs are then the simpler fenced passes described above")
+	fs.StringVar(&o.http, "http", "", "`address` to serve the status page, /leases, /metrics, /healthz and /readyz on, such as :8080 (default: none)")
 	fs.StringVar(&o.holder, "holder", defaultHolder(), "holder `name` of this instance in the lease table; unique per instance")
 	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "lease TTL: a killed leader is replaced within ttl + retry")
 	fs.DurationVar(&o.renew, "renew", defaultRenew, "how often the leader renews its leases; at most (ttl - ttl/10) / 2")
@@ -104,13 +157,17 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.priceURL, "price-url", "", "http(s) `URL` of a JSON price source (default: simulated prices)")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "http(s) `URL` to enqueue a demo webhook to every interval (default: none)")
 	fs.StringVar(&o.secret, "secret", defaultSecret, "HMAC-SHA256 `key` of the webhook signatures")
-	if err := parse(fs, usage, args, stdout, stderr); err != nil {
+	err := parse(fs, usage, args, stdout, stderr)
+	if err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, &flagError{err: fmt.Errorf("leaderd: unexpected argument %q (the only subcommand is status)", fs.Arg(0))}
 	}
 	if err := oneStore(fs); err != nil {
+		return o, err
+	}
+	if o.etcd, err = endpoints(fs); err != nil {
 		return o, err
 	}
 	if err := o.validate(); err != nil {
@@ -141,14 +198,52 @@ func parse(fs *flag.FlagSet, top string, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-// oneStore returns a *flagError if fs was given both -db and -pg.
+// storeFlags are the flags that name a store, as errors name them.
+var storeFlags = []struct{ name, label string }{
+	{"db", "-db (SQLite)"},
+	{"pg", "-pg (PostgreSQL)"},
+	{"etcd", "-etcd"},
+	{"mysql", "-mysql (MySQL)"},
+}
+
+// oneStore returns a *flagError if fs was given more than one of -db, -pg,
+// -etcd and -mysql, or one of them empty.
 func oneStore(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["db"] && set["pg"] {
-		return &flagError{err: fmt.Errorf("%s: give -db (SQLite) or -pg (PostgreSQL), not both", fs.Name())}
+	var given []string
+	for _, f := range storeFlags {
+		if !set[f.name] {
+			continue
+		}
+		given = append(given, f.label)
+		if fs.Lookup(f.name).Value.String() == "" {
+			return &flagError{err: fmt.Errorf("%s: -%s is empty", fs.Name(), f.name)}
+		}
 	}
-	return nil
+	switch len(given) {
+	case 0, 1:
+		return nil
+	case 2:
+		return &flagError{err: fmt.Errorf("%s: give %s or %s, not both", fs.Name(), given[0], given[1])}
+	}
+	return &flagError{err: fmt.Errorf("%s: give one store of %s", fs.Name(), strings.Join(given, ", "))}
+}
+
+// endpoints returns the comma-separated endpoints of fs's -etcd flag (nil
+// if it is empty), or a *flagError if it has commas but no endpoint.
+func endpoints(fs *flag.FlagSet) ([]string, error) {
+	raw := fs.Lookup("etcd").Value.String()
+	var eps []string
+	for e := range strings.SplitSeq(raw, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if raw != "" && len(eps) == 0 {
+		return nil, &flagError{err: fmt.Errorf("%s: -etcd %q names no endpoint; give host:port[,host:port...]", fs.Name(), raw)}
+	}
+	return eps, nil
 }
 
 // flagError is a bad command line. printed says that the flag package has
@@ -163,8 +258,17 @@ func (e *flagError) Unwrap() error { return e.err }
 
 // validate returns an error naming the first bad flag value of o.
 func (o options) validate() error {
-	if o.db == "" && o.pg == "" {
-		return errors.New("leaderd: -db is empty")
+	if !o.referenceJobs() {
+		for _, f := range []struct{ name, value string }{{"-price-url", o.priceURL}, {"-webhook-url", o.webhookURL}} {
+			if f.value != "" {
+				return fmt.Errorf("leaderd: %s needs the reference jobs, which run on -db and -pg only; on -%s the jobs are simple fenced passes", f.name, o.store())
+			}
+		}
+	}
+	if o.http != "" {
+		if _, _, err := net.SplitHostPort(o.http); err != nil {
+			return fmt.Errorf("leaderd: -http %q: %w (give host:port or :port)", o.http, err)
+		}
 	}
 	if err := elector.ValidateHolder(o.holder); err != nil {
 		return fmt.Errorf("leaderd: -holder: %w", err)

@@ -5,7 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,10 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
@@ -82,10 +89,11 @@ func (in *instance) stopAndWait(t *testing.T) {
 // transitions per job, and keeps every line for failure messages.
 type recorder struct {
 	mu       sync.Mutex
-	leading  map[string]int      // job → elected − demoted lines
+	leading  map[string]int      // lease → elected − demoted lines
 	passes   map[string][]uint64 // job → the token of each pass line
 	messages map[string]int      // message → count
 	warnings []string            // lines at Warn or above
+	httpAddr string              // the addr of the "http listening" line
 	lines    bytes.Buffer
 	attrs    []slog.Attr // of a handler made by WithAttrs
 	shared   *recorder   // the recorder that holds the state
@@ -102,13 +110,17 @@ func (r *recorder) Enabled(_ context.Context, l slog.Level) bool { return l >= s
 func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	var line strings.Builder
 	line.WriteString(rec.Level.String() + " " + rec.Message)
-	job, token := "", uint64(0)
+	job, lease, token, addr := "", "", uint64(0), ""
 	add := func(a slog.Attr) bool {
 		switch a.Key {
 		case "job":
 			job = a.Value.String()
+		case "lease":
+			lease = a.Value.String()
 		case "token":
 			token = a.Value.Uint64()
+		case "addr":
+			addr = a.Value.String()
 		}
 		line.WriteString(" " + a.String())
 		return true
@@ -122,12 +134,14 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	defer s.mu.Unlock()
 	s.messages[rec.Message]++
 	switch rec.Message {
-	case "elected":
-		s.leading[job]++
+	case "elected": // the decorator's line: job is the job's type
+		s.leading[lease]++
 	case "demoted":
-		s.leading[job]--
-	case passMessages[job]:
+		s.leading[lease]--
+	case passMessages[job], tickMessage:
 		s.passes[job] = append(s.passes[job], token)
+	case "http listening":
+		s.httpAddr = addr
 	}
 	if rec.Level >= slog.LevelWarn {
 		s.warnings = append(s.warnings, line.String())
@@ -149,7 +163,30 @@ func (r *recorder) leads(job string) int {
 	return r.shared.leading[job]
 }
 
-// passMessages are the messages of the lines the jobs log per pass.
+// url returns the base URL of the instance's HTTP server (its options have
+// http set), such as "http://127.0.0.1:41234", once the instance has
+// started: the server listens before the jobs start, and a test that ended
+// meanwhile would stop the instance during its start.
+func (in *instance) url(t *testing.T) string {
+	t.Helper()
+	var addr string
+	require.Eventually(t, func() bool {
+		in.rec.shared.mu.Lock()
+		defer in.rec.shared.mu.Unlock()
+		addr = in.rec.shared.httpAddr
+		return addr != "" && in.rec.shared.messages["leaderd running"] > 0
+	}, 10*time.Second, 5*time.Millisecond, "the instance should start and listen for HTTP\n%s", in.rec)
+	return "http://" + addr
+}
+
+// withHTTP returns o with an HTTP server on a free loopback port.
+func withHTTP(o options) options {
+	o.http = "127.0.0.1:0"
+	return o
+}
+
+// passMessages are the messages of the lines the reference jobs log per
+// pass; ticks log tickMessage.
 var passMessages = map[string]string{
 	priceLease:   "prices refreshed",
 	webhookLease: "webhooks attempted",
@@ -265,4 +302,112 @@ func pgDemoDSN(t *testing.T) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// mysqlDemoDSN returns the DSN of a fresh database on the MySQL or MariaDB
+// test server (LEADERAWARE_TEST_MYSQL), which leaderd -mysql keeps its
+// leases in and which is dropped when t ends. Without the variable it
+// skips t, unless CI is set: then it fails.
+func mysqlDemoDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("LEADERAWARE_TEST_MYSQL")
+	if dsn == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI is set, and LEADERAWARE_TEST_MYSQL is not: set it to the test server's DSN, such as root@tcp(127.0.0.1:3306)/test")
+		}
+		t.Skip("set LEADERAWARE_TEST_MYSQL=root@tcp(127.0.0.1:3306)/test to run leaderd on MySQL")
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err, "LEADERAWARE_TEST_MYSQL")
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, db.Close()) })
+	name := "leaderd_test_" + strings.ToLower(rand.Text()[:12])
+	_, err = db.Exec("CREATE DATABASE " + name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := db.Exec("DROP DATABASE " + name)
+		assert.NoError(t, err, "drop database %s", name)
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// startEtcd starts an etcd member in the test process, on free loopback
+// ports with its data in a temporary directory, and returns its client
+// endpoint; t's cleanup stops it. It needs no network and no etcd binary.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Name = "leaderd-test"
+	cfg.Dir = t.TempDir()
+	client, peer := freeURL(t), freeURL(t)
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.UnsafeNoFsync = true // the data dies with the test
+	cfg.TickMs, cfg.ElectionMs = 10, 100
+	e, err := embed.StartEtcd(cfg)
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		t.Fatalf("embedded etcd failed: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("embedded etcd was not ready within 20s")
+	}
+	return client.Host
+}
+
+// freeURL returns an http URL on a loopback port that was free a moment ago.
+func freeURL(t *testing.T) url.URL {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+// httpClient is the tests' HTTP client: no connection outlives a request,
+// so no goroutine outlives a test.
+var httpClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// get returns the status code and body of a GET of url. It may run on a
+// goroutine of testify's: it reports errors with t.Errorf and returns 0.
+func get(t *testing.T, url string) (int, string) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Errorf("GET %s: %v", url, err)
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// statusJSON runs `leaderd status -json` with store and returns its leases.
+func statusJSON(t *testing.T, store ...string) []leaseJSON {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), append([]string{"status", "-json"}, store...), &stderr, &stdout); code != 0 {
+		t.Fatalf("leaderd status -json: exit code %d, stderr %q", code, stderr.String())
+	}
+	var out struct{ Leases []leaseJSON }
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "leaderd status -json printed:\n%s", stdout.String())
+	return out.Leases
+}
+
+// leasesOf returns the instance's /leases.
+func leasesOf(t *testing.T, in *instance) leasesPage {
+	t.Helper()
+	code, body := get(t, in.url(t)+"/leases")
+	require.Equal(t, http.StatusOK, code, "/leases: %s", body)
+	var p leasesPage
+	require.NoError(t, json.Unmarshal([]byte(body), &p), "/leases:\n%s", body)
+	return p
 }

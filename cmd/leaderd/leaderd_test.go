@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -30,11 +31,12 @@ func validSignature(secret, body []byte, header string) bool {
 	return hmac.Equal([]byte(header), []byte("sha256="+hex.EncodeToString(m.Sum(nil))))
 }
 
-// TestTwoInstances runs two daemons on one database, SQLite (-db) and
-// PostgreSQL (-pg): each job leads on exactly one of them, and its leader
-// logs every pass with its token; status lists the three jobs with their
-// holders; when one daemon stops, the other leads every job within a second
-// and logs their passes with larger tokens.
+// TestTwoInstances runs two daemons on one store, SQLite (-db), PostgreSQL
+// (-pg), etcd (-etcd) and MySQL (-mysql): each job leads on exactly one of
+// them, and its leader logs every pass with its token; status, status
+// -json and /leases list the three jobs with their holders; when one daemon
+// stops, the other leads every job within a second and logs their passes
+// with larger tokens.
 func TestTwoInstances(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		db := tempDB(t)
@@ -48,15 +50,39 @@ func TestTwoInstances(t *testing.T) {
 			return o
 		}, "-pg", dsn)
 	})
+	t.Run("etcd", func(t *testing.T) {
+		endpoint := startEtcd(t)
+		testTwoInstances(t, func(holder string) options {
+			o := fastOptions("", holder)
+			o.etcd = []string{endpoint}
+			return o
+		}, "-etcd", endpoint)
+	})
+	t.Run("mysql", func(t *testing.T) {
+		dsn := mysqlDemoDSN(t)
+		testTwoInstances(t, func(holder string) options {
+			o := fastOptions("", holder)
+			o.mysql = dsn
+			return o
+		}, "-mysql", dsn)
+	})
 }
 
 func testTwoInstances(t *testing.T, opts func(holder string) options, store ...string) {
-	a := startInstance(t, opts("instance-a"))
-	// b starts once a has created the file: two first Opens of a new file
-	// at once can fail with SQLITE_BUSY (a sqlitelease issue, reported).
-	require.Eventually(t, func() bool { return a.rec.count("leaderd running") == 1 }, 5*time.Second, 5*time.Millisecond,
-		"a should start\n%s", a.rec)
-	b := startInstance(t, opts("instance-b"))
+	a := startInstance(t, withHTTP(opts("instance-a")))
+	// b starts once a leads every job, so that each job moves to b, with a
+	// new term, when a stops (and once a has created the SQLite file: two
+	// first Opens of a new file at once can fail with SQLITE_BUSY, a
+	// sqlitelease issue, reported).
+	require.Eventually(t, func() bool {
+		for _, job := range leases {
+			if a.rec.leads(job) != 1 {
+				return false
+			}
+		}
+		return a.rec.count("leaderd running") == 1
+	}, 5*time.Second, 5*time.Millisecond, "a should start and lead every job\n%s", a.rec)
+	b := startInstance(t, withHTTP(opts("instance-b")))
 
 	eachOnOne := func() bool {
 		for _, job := range leases {
@@ -93,9 +119,32 @@ func testTwoInstances(t *testing.T, opts func(holder string) options, store ...s
 		assert.Equal(t, token, passes[len(passes)-1], "the pass lines of %s should carry the leader's token", job)
 		assert.Empty(t, follower.rec.passTokens(job), "the follower of %s logged a pass", job)
 	}
-	db := demoDB(t, opts("test"))
-	require.Eventually(t, func() bool { return expiredAirdrops(t, db) > 0 }, 5*time.Second, 20*time.Millisecond,
-		"the airdrop-expiry leader should expire the demo airdrops")
+	// status -json and /leases on either instance list the same holders.
+	holders := func(ls []leaseJSON) map[string]string {
+		m := map[string]string{}
+		for _, l := range ls {
+			m[l.Name] = l.Holder
+		}
+		return m
+	}
+	want := map[string]string{}
+	for _, row := range rows {
+		want[row[0]] = row[1]
+	}
+	assert.Equal(t, want, holders(statusJSON(t, store...)), "status -json")
+	for _, in := range []*instance{a, b} {
+		page := leasesOf(t, in)
+		assert.Equal(t, want, holders(page.Leases), "/leases")
+		require.Len(t, page.Jobs, len(leases), "/leases jobs")
+		for _, j := range page.Jobs {
+			assert.Equal(t, in.rec.leads(j.Lease) == 1, j.Leading, "/leases: leading %s", j.Lease)
+		}
+	}
+	if o := opts("test"); o.referenceJobs() {
+		db := demoDB(t, o)
+		require.Eventually(t, func() bool { return expiredAirdrops(t, db) > 0 }, 5*time.Second, 20*time.Millisecond,
+			"the airdrop-expiry leader should expire the demo airdrops")
+	}
 
 	// Stop a: its jobs move to b within a second, and b leads all three
 	// and logs their passes, with tokens larger than a's.
@@ -184,6 +233,17 @@ func TestFlagsRefuse(t *testing.T) {
 		"status argument":        {[]string{"status", "now"}, `"now"`},
 		"db and pg":              {[]string{"-db", "x.db", "-pg", "postgres://db/app"}, "give -db (SQLite) or -pg (PostgreSQL), not both"},
 		"status db and pg":       {[]string{"status", "-db", "x.db", "-pg", "postgres://db/app"}, "not both"},
+		"db and etcd":            {[]string{"-db", "x.db", "-etcd", "127.0.0.1:2379"}, "give -db (SQLite) or -etcd, not both"},
+		"three stores":           {[]string{"-pg", "postgres://db/app", "-etcd", "e:2379", "-mysql", "u@tcp(db)/app"}, "give one store of -pg (PostgreSQL), -etcd, -mysql (MySQL)"},
+		"status etcd and mysql":  {[]string{"status", "-etcd", "e:2379", "-mysql", "u@tcp(db)/app"}, "give -etcd or -mysql (MySQL), not both"},
+		"empty pg":               {[]string{"-pg", ""}, "-pg is empty"},
+		"empty mysql":            {[]string{"-mysql", ""}, "-mysql is empty"},
+		"status empty etcd":      {[]string{"status", "-etcd", ""}, "-etcd is empty"},
+		"etcd without endpoint":  {[]string{"-etcd", " , "}, `-etcd " , " names no endpoint`},
+		"price URL on etcd":      {[]string{"-etcd", "e:2379", "-price-url", "http://prices.example"}, "-price-url needs the reference jobs"},
+		"webhook URL on mysql":   {[]string{"-mysql", "u@tcp(db)/app", "-webhook-url", "http://hooks.example"}, "-webhook-url needs the reference jobs"},
+		"http without port":      {[]string{"-http", "8080"}, `-http "8080"`},
+		"status json value":      {[]string{"status", "-json=maybe"}, "-json"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Chdir(t.TempDir())
@@ -209,6 +269,17 @@ func TestFlagDefaults(t *testing.T) {
 	assert.Empty(t, o.priceURL)
 	assert.Empty(t, o.webhookURL)
 	assert.Empty(t, o.pg)
+	assert.Empty(t, o.etcd)
+	assert.Empty(t, o.mysql)
+	assert.Empty(t, o.http, "no HTTP server unless asked for")
+	assert.Equal(t, storeSQLite, o.store())
+
+	o, err = parseFlags([]string{"-etcd", "e1:2379, https://e2:2379,", "-http", ":8080"}, io.Discard, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"e1:2379", "https://e2:2379"}, o.etcd)
+	assert.Equal(t, storeEtcd, o.store())
+	assert.False(t, o.referenceJobs())
+	assert.Equal(t, ":8080", o.http)
 }
 
 // TestHelp: -h, -help and --help, of leaderd and of leaderd status, print
@@ -221,7 +292,7 @@ func TestHelp(t *testing.T) {
 			assert.Zero(t, run(context.Background(), args, &stderr, &stdout), "exit code")
 			assert.Empty(t, stderr.String(), "help asked for goes to stdout")
 			for _, want := range []string{
-				"leaderd status", "-db", "-pg",
+				"leaderd status", "-db", "-pg", "-etcd", "-mysql", "-json",
 				"JOB ", "HOLDER ", "TOKEN ", "VERSION ", "RENEWED ", "EXPIRES ",
 				"fencing token", `"free"`, "for display only",
 			} {
@@ -230,6 +301,12 @@ func TestHelp(t *testing.T) {
 		})
 	}
 	var stderr, stdout strings.Builder
+	assert.Zero(t, run(context.Background(), []string{"-h"}, &stderr, &stdout))
+	for _, want := range []string{"-http", "/metrics", "/healthz", "/readyz", "on -etcd\nand -mysql each of the three leases runs a simpler job"} {
+		assert.Contains(t, stdout.String(), want, "leaderd -h")
+	}
+	stderr.Reset()
+	stdout.Reset()
 	assert.Equal(t, 2, run(context.Background(), []string{"-bogus"}, &stderr, &stdout))
 	assert.Empty(t, stdout.String())
 	assert.Contains(t, stderr.String(), "Usage: leaderd")
@@ -239,17 +316,26 @@ func TestHelp(t *testing.T) {
 // cause alone, in one line, not the fx dependency graph around it.
 func TestStartFailureIsOneLine(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir", "leases.db")
-	for name, args := range map[string][]string{
-		"bad -db": {"-db", missing},
-		"bad -pg": {"-pg", "postgres://app:secret@127.0.0.1:1/app?connect_timeout=2"},
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"bad -db":    {[]string{"-db", missing}, "fxmodule: lease store"},
+		"bad -pg":    {[]string{"-pg", "postgres://app:secret@127.0.0.1:1/app?connect_timeout=2"}, "fxmodule: lease store"},
+		"bad -etcd":  {[]string{"-etcd", "127.0.0.1:1"}, "leaderd: lease store: etcdlease"},
+		"bad -mysql": {[]string{"-mysql", "app:secret@tcp(127.0.0.1:1)/app"}, "leaderd: lease store: mysqllease"},
+		"busy -http": {[]string{"-db", filepath.Join(t.TempDir(), "leases.db"), "-http", busy.Addr().String()}, "leaderd: -http: listen tcp " + busy.Addr().String()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stderr, stdout strings.Builder
-			assert.Equal(t, 1, run(context.Background(), args, &stderr, &stdout))
+			assert.Equal(t, 1, run(context.Background(), tc.args, &stderr, &stdout))
 			out := stderr.String()
 			assert.Equal(t, 1, strings.Count(out, "\n"), "one line:\n%s", out)
 			assert.Less(t, len(out), 600, "the cause alone:\n%s", out)
-			assert.Contains(t, out, "fxmodule: lease store")
+			assert.Contains(t, out, tc.want)
 			assert.NotContains(t, out, "could not build", "fx's graph")
 			assert.NotContains(t, out, "secret", "the password")
 		})
@@ -287,4 +373,29 @@ func TestPrintLeases(t *testing.T) {
 	out.Reset()
 	require.NoError(t, printLeases(&out, nil, now))
 	assert.Contains(t, out.String(), "no leases")
+
+	// etcd and MySQL tell nothing of a free lease.
+	out.Reset()
+	require.NoError(t, printLeases(&out, []leaseRow{{Lease: elector.Lease{Name: "price-refresh"}, Released: true}}, now))
+	assert.Equal(t, ""+
+		"JOB            HOLDER  TOKEN  VERSION  RENEWED  EXPIRES\n"+
+		"price-refresh  -       -      -        -        free\n", out.String())
+}
+
+func TestPrintJSON(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out strings.Builder
+	require.NoError(t, printJSON(&out, []leaseRow{
+		{Lease: elector.Lease{Name: "airdrop-expiry", Holder: "host-1", Token: 7, Version: 42, TTL: 3 * time.Second, Written: now.Add(-655 * time.Millisecond)}},
+		{Lease: elector.Lease{Name: "webhook-retry", Holder: "host-1", Token: 3, Version: 9, TTL: 3 * time.Second, Written: now.Add(-time.Minute)}, Released: true},
+		{Lease: elector.Lease{Name: "price-refresh"}, Released: true},
+	}, now))
+	assert.JSONEq(t, `{"now": "2026-01-02T03:04:05Z", "leases": [
+		{"name": "airdrop-expiry", "holder": "host-1", "token": 7, "version": 42, "ttl_seconds": 3, "released": false,
+		 "written": "2026-01-02T03:04:04.345Z", "renewed_ago_seconds": 0.655, "renewed": "700ms ago", "expires": "in 2.3s"},
+		{"name": "webhook-retry", "holder": "host-1", "token": 3, "version": 9, "ttl_seconds": 3, "released": true,
+		 "written": "2026-01-02T03:03:05Z", "renewed_ago_seconds": null, "renewed": "-", "expires": "free"},
+		{"name": "price-refresh", "holder": "", "token": 0, "version": 0, "ttl_seconds": 0, "released": true,
+		 "renewed_ago_seconds": null, "renewed": "-", "expires": "free"}
+	]}`, out.String())
 }

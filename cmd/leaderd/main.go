@@ -1,15 +1,22 @@
 // Command leaderd is the leaderaware demo: an fx app that runs three
 // background jobs (price refresh, webhook retry, airdrop expiry), each on
 // exactly one of the instances that share one SQLite file (-db, one host)
-// or one PostgreSQL database (-pg, many hosts). Run it in several
-// terminals on the same -db or -pg; each job runs in one of them, and when
-// you stop that one (Ctrl-C), its jobs move to another within about a
-// second. Every instance prints one line per leadership transition, and
-// the leader of a job one line per pass, with its fencing token.
+// or, for many hosts, one PostgreSQL database (-pg), etcd cluster (-etcd)
+// or MySQL database (-mysql). Run it in several terminals on the same store;
+// each job runs in one of them, and when you stop that one (Ctrl-C), its
+// jobs move to another within about a second. Every instance prints one
+// line per leadership transition, and the leader of a job one line per
+// pass, with its fencing token. On etcd and MySQL, whose databases the
+// reference jobs' SQL does not speak, each job is a periodic fenced pass.
 //
-//	leaderd [-db leaderaware.db | -pg DSN] [-holder name] [-ttl 3s] [-renew 1s]
-//	        [-retry 1s] [-interval 5s] [-price-url URL] [-webhook-url URL] [-secret key]
-//	leaderd status [-db leaderaware.db | -pg DSN]
+//	leaderd [-db leaderaware.db | -pg DSN | -etcd host:2379,... | -mysql DSN]
+//	        [-http :8080] [-holder name] [-ttl 3s] [-renew 1s] [-retry 1s] [-interval 5s]
+//	        [-price-url URL] [-webhook-url URL] [-secret key]
+//	leaderd status [-db leaderaware.db | -pg DSN | -etcd host:2379,... | -mysql DSN] [-json]
+//
+// With -http, an instance serves a status page of the leases at /, the
+// same as JSON at /leases, Prometheus metrics at /metrics, and the probes
+// /healthz and /readyz.
 //
 // status prints the lease table: which instance holds which job, with its
 // fencing token and version, when it last renewed the lease and when the
@@ -27,7 +34,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/fx"
 )
 
@@ -78,7 +84,16 @@ func exitCode(stderr io.Writer, err error) int {
 // instance takes over at once. If the app cannot be built or started, it
 // returns the cause alone (see [cause]).
 func serve(ctx context.Context, o options, log *slog.Logger, extra ...fx.Option) error {
-	app := newApp(o, log, extra...)
+	var store closingStore
+	if !o.referenceJobs() {
+		s, err := openStore(ctx, o)
+		if err != nil {
+			return fmt.Errorf("leaderd: lease store: %w", err)
+		}
+		defer s.Close()
+		store = s
+	}
+	app := newApp(o, store, log, extra...)
 	if err := app.Err(); err != nil {
 		return cause(err)
 	}
@@ -87,11 +102,7 @@ func serve(ctx context.Context, o options, log *slog.Logger, extra ...fx.Option)
 	if err := app.Start(startCtx); err != nil {
 		return cause(err)
 	}
-	where := []any{"holder", o.holder, "db", o.db}
-	if o.pg != "" {
-		where = []any{"holder", o.holder, "pg", pgTarget(o.pg)}
-	}
-	log.Info("leaderd running", where...)
+	log.Info("leaderd running", "holder", o.holder, o.store(), o.target())
 	select {
 	case sig := <-app.Wait():
 		log.Info("leaderd stopping", "signal", sig.Signal)
@@ -117,14 +128,4 @@ func cause(err error) error {
 		}
 	}
 	return err
-}
-
-// pgTarget returns the user, host, port and database that dsn names,
-// without the password, for the log.
-func pgTarget(dsn string) string {
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return "(a DSN that does not parse)"
-	}
-	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }

@@ -2,31 +2,30 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"text/tabwriter"
 	"time"
-
-	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/pglease"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // statusUsage is the top of `leaderd status -h`; the flags follow it.
-const statusUsage = "Usage: leaderd status [-db file | -pg DSN]\n\n" + statusHelp + "\nFlags:\n"
+const statusUsage = "Usage: leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN] [-json]\n\n" + statusHelp + "\nFlags:\n"
 
-// status runs `leaderd status [-db file | -pg DSN]`: it prints a table of
-// the leases (see [printLeases]), as of now. It does not create a missing
-// SQLite file.
+// status runs `leaderd status [store flag] [-json]`: it prints the leases
+// as of now, as a table (see [printLeases]) or as JSON (see [leasesJSON]).
+// It does not create a missing SQLite file.
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("leaderd status", flag.ContinueOnError)
-	db := fset.String("db", defaultDB, "SQLite `file` of the leases")
-	pg := fset.String("pg", "", "PostgreSQL `DSN` of the leases, instead of -db (with the search_path that leaderd -pg was given)")
-	if err := parse(fset, statusUsage, args, stdout, stderr); err != nil {
+	var o options
+	fset.StringVar(&o.db, "db", defaultDB, "SQLite `file` of the leases")
+	fset.StringVar(&o.pg, "pg", "", "PostgreSQL `DSN` of the leases, instead of -db (with the search_path that leaderd -pg was given)")
+	fset.String("etcd", "", "comma-separated etcd `endpoints` of the leases, instead of -db")
+	fset.StringVar(&o.mysql, "mysql", "", "MySQL or MariaDB `DSN` of the leases, instead of -db")
+	asJSON := fset.Bool("json", false, "print the leases as JSON, as /leases of leaderd -http has them")
+	err := parse(fset, statusUsage, args, stdout, stderr)
+	if err != nil {
 		return err
 	}
 	if fset.NArg() > 0 {
@@ -35,58 +34,29 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := oneStore(fset); err != nil {
 		return err
 	}
-	if *pg == "" && *db == "" {
-		return &flagError{err: errors.New("leaderd status: -db is empty")}
+	if o.etcd, err = endpoints(fset); err != nil {
+		return err
 	}
-	rows, err := listLeases(ctx, *db, *pg)
+	rows, err := readLeases(ctx, o)
 	if err != nil {
 		return fmt.Errorf("leaderd status: %w", err)
+	}
+	if *asJSON {
+		return printJSON(stdout, rows, time.Now())
 	}
 	return printLeases(stdout, rows, time.Now())
 }
 
-// leaseRow is a lease as both stores list it: sqlitelease.LeaseRow and
-// pglease.LeaseRow convert to it.
-type leaseRow struct {
-	elector.Lease
-	Released bool
-}
-
-// listLeases lists the leases in the PostgreSQL database that pg names (in
-// the schema of its search_path, like leaderd -pg), or if pg is empty, in
-// the SQLite file db, which it does not create.
-func listLeases(ctx context.Context, db, pg string) ([]leaseRow, error) {
-	if pg != "" {
-		s, err := pglease.Open(ctx, pg, pgOptions(pg)...)
-		if err != nil {
-			return nil, err
-		}
-		defer s.Close()
-		ls, err := s.List(ctx)
-		return toRows(ls), err
-	}
-	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no lease file %q (start leaderd first, or pass -db or -pg): %w", db, err)
-	}
-	s, err := sqlitelease.Open(db)
+// readLeases opens the store that o names, lists its leases and closes it.
+func readLeases(ctx context.Context, o options) ([]leaseRow, error) {
+	s, err := openStore(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	ls, err := s.List(ctx)
-	return toRows(ls), err
-}
-
-// toRows converts a store's lease rows.
-func toRows[R ~struct {
-	elector.Lease
-	Released bool
-}](ls []R) []leaseRow {
-	rows := make([]leaseRow, len(ls))
-	for i, l := range ls {
-		rows[i] = leaseRow(l)
-	}
-	return rows
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	return listLeases(ctx, s)
 }
 
 // printLeases writes rows as a table: for each job, the holder, fencing
@@ -99,16 +69,12 @@ func printLeases(w io.Writer, rows []leaseRow, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tHOLDER\tTOKEN\tVERSION\tRENEWED\tEXPIRES")
 	for _, r := range rows {
-		renewed, expires := "-", "free"
-		if !r.Released {
-			renewed = round(now.Sub(r.Written)) + " ago"
-			if d := r.Expires().Sub(now); d > 0 {
-				expires = "in " + round(d)
-			} else {
-				expires = round(-d) + " ago"
-			}
+		renewed, expires := r.display(now)
+		holder, token, version := r.Holder, fmt.Sprint(r.Token), fmt.Sprint(r.Version)
+		if holder == "" { // a free lease on etcd or MySQL: the store does not say
+			holder, token, version = "-", "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Holder, r.Token, r.Version, renewed, expires)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, holder, token, version, renewed, expires)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no leases yet)\t\t\t\t\t")
@@ -116,8 +82,73 @@ func printLeases(w io.Writer, rows []leaseRow, now time.Time) error {
 	return tw.Flush()
 }
 
+// display returns the RENEWED and EXPIRES cells of r, relative to now:
+// "700ms ago" and "in 2.3s" or "1s ago" while held, "-" and "free" once
+// released.
+func (r leaseRow) display(now time.Time) (renewed, expires string) {
+	if r.Released {
+		return "-", "free"
+	}
+	renewed = round(now.Sub(r.Written)) + " ago"
+	left := r.Expires().Sub(now)
+	if left > 0 {
+		return renewed, "in " + round(left)
+	}
+	return renewed, round(-left) + " ago"
+}
+
 // round formats d, at least zero (the clocks of two hosts may differ), to
 // 100 ms.
 func round(d time.Duration) string {
 	return max(d, 0).Round(100 * time.Millisecond).String()
+}
+
+// leaseJSON is a lease as `leaderd status -json` and /leases give it.
+type leaseJSON struct {
+	Name string `json:"name"`
+	// Holder is the holder of the lease, or of a free lease its last
+	// holder; "" if the store does not say (a free lease on etcd or MySQL:
+	// Token and Version are then 0 too).
+	Holder     string  `json:"holder"`
+	Token      uint64  `json:"token"`
+	Version    uint64  `json:"version"`
+	TTLSeconds float64 `json:"ttl_seconds"`
+	Released   bool    `json:"released"`
+	// Written is the writer's clock at the last write; RenewedAgoSeconds
+	// compares it with this host's clock (for display only), and is null
+	// for a free lease.
+	Written           *time.Time `json:"written,omitempty"`
+	RenewedAgoSeconds *float64   `json:"renewed_ago_seconds"`
+	// Renewed and Expires are the RENEWED and EXPIRES cells of the status
+	// table.
+	Renewed string `json:"renewed"`
+	Expires string `json:"expires"`
+}
+
+// leasesJSON returns rows as JSON values, relative to now.
+func leasesJSON(rows []leaseRow, now time.Time) []leaseJSON {
+	out := make([]leaseJSON, len(rows))
+	for i, r := range rows {
+		l := leaseJSON{Name: r.Name, Holder: r.Holder, Token: r.Token, Version: r.Version, TTLSeconds: r.TTL.Seconds(), Released: r.Released}
+		if !r.Written.IsZero() {
+			l.Written = &r.Written
+		}
+		if !r.Released {
+			ago := max(now.Sub(r.Written), 0).Seconds()
+			l.RenewedAgoSeconds = &ago
+		}
+		l.Renewed, l.Expires = r.display(now)
+		out[i] = l
+	}
+	return out
+}
+
+// printJSON writes rows as a JSON object {"now": ..., "leases": [...]}.
+func printJSON(w io.Writer, rows []leaseRow, now time.Time) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Now    time.Time   `json:"now"`
+		Leases []leaseJSON `json:"leases"`
+	}{now, leasesJSON(rows, now)})
 }

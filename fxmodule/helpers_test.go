@@ -2,18 +2,15 @@ package fxmodule_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -23,6 +20,7 @@ import (
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/fxmodule"
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 )
 
 // testJob is the job type the tests put in the graph.
@@ -161,35 +159,11 @@ func fxtestNew(t *testing.T, opts ...fx.Option) *fxtest.App {
 }
 
 // pgDSN returns the DSN of the PostgreSQL test server, or skips t.
-func pgDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("LEADERAWARE_TEST_PG")
-	if dsn == "" {
-		t.Skip("set LEADERAWARE_TEST_PG=postgres://user@host:5432/db?sslmode=disable to run the PostgreSQL tests")
-	}
-	return dsn
-}
+func pgDSN(t *testing.T) string { return pgtest.DSN(t) }
 
 // pgSchema returns the name of a fresh schema for the leases, dropped with
 // everything in it when t ends.
-func pgSchema(t *testing.T, dsn string) string {
-	t.Helper()
-	name := "fxmodule_test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
+func pgSchema(t *testing.T, dsn string) string { return pgtest.Schema(t, dsn, "fxmodule_test_") }
 
 // replica is a started app and the inner job it runs.
 type replica struct {

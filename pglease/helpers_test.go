@@ -6,26 +6,20 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 )
 
 // envDSN names the environment variable with the test server's DSN.
 const envDSN = "LEADERAWARE_TEST_PG"
 
 // testDSN returns the test server's DSN, or skips t.
-func testDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv(envDSN)
-	if dsn == "" {
-		t.Skipf("set %s=postgres://user@host:5432/db?sslmode=disable to run the PostgreSQL tests", envDSN)
-	}
-	return dsn
-}
+func testDSN(t testing.TB) string { return pgtest.DSN(t) }
 
 // dsnWith returns the test server's DSN with the setting key=value.
 func dsnWith(t testing.TB, key, value string) string {
@@ -68,25 +62,7 @@ func rawConn(t testing.TB) *pgx.Conn {
 
 // freshSchema returns the name of a schema that does not exist yet and is
 // dropped, with everything in it, when t ends.
-func freshSchema(t testing.TB) string {
-	t.Helper()
-	name := unique("pglease_test_")
-	dsn := testDSN(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
+func freshSchema(t testing.TB) string { return pgtest.Schema(t, testDSN(t), "pglease_test_") }
 
 // openStore opens a store on the test server and closes it when t ends.
 func openStore(t testing.TB, opts ...Option) *Store {

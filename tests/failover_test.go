@@ -3,15 +3,12 @@ package tests
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
@@ -60,32 +57,8 @@ func TestFailoverPostgres(t *testing.T) {
 }
 
 // pgDSN returns LEADERAWARE_TEST_PG, or skips the test if it is unset.
-func pgDSN(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("LEADERAWARE_TEST_PG")
-	if dsn == "" {
-		t.Skip("set LEADERAWARE_TEST_PG=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run")
-	}
-	return dsn
-}
+func pgDSN(t *testing.T) string { return pgtest.DSN(t) }
 
 // pgSchema returns a schema name unique to this run, starting with prefix,
 // and drops the schema (which pglease creates) when the test ends.
-func pgSchema(t *testing.T, dsn, prefix string) string {
-	t.Helper()
-	schema := prefix + uniq()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
+func pgSchema(t *testing.T, dsn, prefix string) string { return pgtest.Schema(t, dsn, prefix) }

@@ -8,12 +8,15 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 )
 
 // leaderproc is the path of the helper binary that TestMain builds.
 var leaderproc string
 
 func TestMain(m *testing.M) {
+	pgtest.SaySkipped("tests")
 	dir, err := os.MkdirTemp("", "leaderaware-tests-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -21,13 +21,13 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -278,30 +278,8 @@ func demoDB(t *testing.T, o options) *sql.DB {
 // which is dropped when t ends; it skips t if LEADERAWARE_TEST_PG is unset.
 func pgDemoDSN(t *testing.T) string {
 	t.Helper()
-	dsn := os.Getenv("LEADERAWARE_TEST_PG")
-	if dsn == "" {
-		t.Skip("set LEADERAWARE_TEST_PG=postgres://user@host:5432/db?sslmode=disable to run leaderd on PostgreSQL")
-	}
-	schema := "leaderd_test_" + strings.ToLower(rand.Text()[:12])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err, "LEADERAWARE_TEST_PG must be a URL")
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	dsn := pgtest.DSN(t)
+	return pgtest.WithSearchPath(dsn, pgtest.Schema(t, dsn, "leaderd_test_"))
 }
 
 // mysqlDemoDSN returns the DSN of a fresh database on the MySQL or MariaDB

@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	pgtest.SaySkipped("airdropexpiry")
+	goleak.VerifyTestMain(m)
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
@@ -144,25 +145,9 @@ func sqliteRows(ctx context.Context, q interface {
 // rows carry the server's clock_timestamp(). The clock steps reach no
 // PostgreSQL statement: the server's clock stamps written_at there.
 func TestChaosPostgres(t *testing.T) {
-	dsn := os.Getenv("LEADERAWARE_TEST_PG")
-	if dsn == "" {
-		t.Skip("set LEADERAWARE_TEST_PG=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the chaos test on PostgreSQL")
-	}
-	schema := "leaderaware_chaos_" + unique()
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "leaderaware_chaos_")
 	table := pgx.Identifier{schema, "writes"}.Sanitize()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
 	s, err := pglease.Open(t.Context(), dsn, pglease.WithSchema(schema)) // creates the schema and the lease table
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 )
 
 var (
@@ -50,6 +52,7 @@ var (
 var chaosproc string
 
 func TestMain(m *testing.M) {
+	pgtest.SaySkipped("tests/chaos")
 	dir, err := os.MkdirTemp("", "leaderaware-chaos-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -2,22 +2,17 @@ package leadertest
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"io"
-	"net/url"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/pgtest"
 	"github.com/leaderaware/leaderaware/jobs"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
@@ -27,10 +22,6 @@ var (
 	_ jobs.FencedStore = (*sqlitelease.Store)(nil)
 	_ jobs.FencedStore = (*pglease.SQL)(nil)
 )
-
-// envPG names the environment variable with the DSN of the PostgreSQL
-// server the tests may use.
-const envPG = "LEADERAWARE_TEST_PG"
 
 // OpenStore opens a store on a fresh file in t's temporary directory and
 // closes it when the test ends.
@@ -78,13 +69,9 @@ func Run(t *testing.T, f func(t *testing.T, b Backend)) {
 		}})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		dsn := os.Getenv(envPG)
-		if dsn == "" {
-			t.Skipf("set %s=postgres://user@host:5432/db?sslmode=disable to run the jobs on PostgreSQL", envPG)
-		}
-		schema := "leadertest_" + strings.ToLower(rand.Text()[:12]) // unquoted in search_path
-		t.Cleanup(func() { dropSchema(t, dsn, schema) })
-		dsn = withSearchPath(dsn, schema)
+		dsn := pgtest.DSN(t)
+		schema := pgtest.Schema(t, dsn, "leadertest_")
+		dsn = pgtest.WithSearchPath(dsn, schema)
 		f(t, Backend{open: func(t testing.TB) Store {
 			st, err := pglease.Open(t.Context(), dsn, pglease.WithSchema(schema))
 			if err != nil {
@@ -110,33 +97,6 @@ func closeAll(t testing.TB, cs ...io.Closer) {
 		if err := c.Close(); err != nil {
 			t.Errorf("close %T: %v", c, err)
 		}
-	}
-}
-
-// withSearchPath returns dsn (a URL or keyword/value string) with
-// search_path set to schema, so that the jobs' tables go there.
-func withSearchPath(dsn, schema string) string {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " search_path=" + schema
-}
-
-// dropSchema drops schema and everything in it.
-func dropSchema(t testing.TB, dsn, schema string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Errorf("drop schema %s: %v", schema, err)
-		return
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		t.Errorf("drop schema %s: %v", schema, err)
 	}
 }
 

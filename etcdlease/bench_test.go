@@ -143,3 +143,15 @@ func BenchmarkFenced(b *testing.B) {
 		return err
 	})
 }
+
+// BenchmarkFailover measures how long a lease takes to pass between two
+// Stores (two clients, as in two processes) on the embedded etcd, with TTL
+// 1.5s, RenewInterval 0.5s and RetryInterval 0.5s: a graceful handoff and
+// a crash (see benchFailover).
+//
+//	go test -run '^$' -bench Failover ./
+func BenchmarkFailover(b *testing.B) {
+	srv := startEtcd(b)
+	prefix := uniquePrefix()
+	benchFailover(b, openStore(b, srv, WithPrefix(prefix)), openStore(b, srv, WithPrefix(prefix)))
+}

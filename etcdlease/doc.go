@@ -81,5 +81,10 @@
 //
 // The tests run an etcd member embedded in the test process
 // (go.etcd.io/etcd/server/v3/embed) on free loopback ports, with its data in
-// a temporary directory; they need no network and no etcd binary.
+// a temporary directory; they need no network and no etcd binary. On Linux,
+// TestFailoverProcesses and TestChaosProcesses run the test binary itself
+// as replica processes on that member, and crash, freeze and stop them; the
+// chaos schedule runs 20s (-chaos.duration, -chaos.seed). The benchmarks
+// include failover times (BenchmarkFailover) and the client CPU of 1,000
+// leases (BenchmarkClientCPU).
 package etcdlease

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/fx"
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/etcdlease"
+	"github.com/leaderaware/leaderaware/fxmodule"
 )
 
 // Open a store, campaign for a lease and write to etcd under its fence.
@@ -68,4 +70,39 @@ func ExampleNew() {
 		return
 	}
 	log.Printf("%s leads with token %d, renewed at %v", l.Holder, l.Token, l.Written)
+}
+
+// PriceRefresher is a background job of an fx app: a type with Start and
+// Stop.
+type PriceRefresher struct{}
+
+func NewPriceRefresher() *PriceRefresher { return &PriceRefresher{} }
+
+func (*PriceRefresher) Start(context.Context) error { return nil }
+func (*PriceRefresher) Stop(context.Context) error  { return nil }
+
+// In an fx app, fxmodule.WithStore puts the etcd store in place of the
+// module's own (SQLite or PostgreSQL): every LeaderJob campaigns in etcd.
+// The job is built on every replica and runs on the one that holds its
+// lease.
+func Example_fx() {
+	store, err := etcdlease.Open(context.Background(), strings.Split(os.Getenv("ETCD_ENDPOINTS"), ","))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close() // the app's Stop has freed the leases by then
+
+	app := fx.New(
+		fxmodule.Module(fxmodule.Config{}),
+		fxmodule.WithStore(store),
+		fx.Provide(NewPriceRefresher),
+		fxmodule.LeaderJob[*PriceRefresher]("price-refresh"),
+	)
+	if err := app.Start(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	<-app.Done() // SIGINT or SIGTERM
+	if err := app.Stop(context.Background()); err != nil {
+		log.Print(err)
+	}
 }

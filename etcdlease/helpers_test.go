@@ -29,20 +29,26 @@ type etcdServer struct {
 // offline and takes a fraction of a second.
 func startEtcd(tb testing.TB) *etcdServer {
 	tb.Helper()
+	client, peer := freeURL(tb), freeURL(tb)
+	srv := &etcdServer{cfg: etcdConfig(tb.TempDir(), client, peer), endpoint: client.Host}
+	srv.start(tb)
+	tb.Cleanup(func() { srv.e.Close() })
+	return srv
+}
+
+// etcdConfig configures a one-member etcd with its data in dir, serving
+// clients at client and its peer at peer.
+func etcdConfig(dir string, client, peer url.URL) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
-	cfg.Dir = tb.TempDir()
-	client, peer := freeURL(tb), freeURL(tb)
+	cfg.Dir = dir
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.UnsafeNoFsync = true // the data dies with the test
 	cfg.TickMs, cfg.ElectionMs = 10, 100
-	srv := &etcdServer{cfg: cfg, endpoint: client.Host}
-	srv.start(tb)
-	tb.Cleanup(func() { srv.e.Close() })
-	return srv
+	return cfg
 }
 
 func (srv *etcdServer) start(tb testing.TB) {
@@ -62,10 +68,18 @@ func (srv *etcdServer) start(tb testing.TB) {
 // freeURL returns an http URL on a loopback port that was free a moment ago.
 func freeURL(tb testing.TB) url.URL {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	u, err := freeLoopbackURL()
 	require.NoError(tb, err)
+	return u
+}
+
+func freeLoopbackURL() (url.URL, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return url.URL{}, err
+	}
 	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	return url.URL{Scheme: "http", Host: l.Addr().String()}, nil
 }
 
 var prefixes atomic.Int64

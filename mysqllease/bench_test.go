@@ -160,3 +160,15 @@ func bareRenew(ctx context.Context, s *Store, db *sql.DB, l elector.Lease, ttl t
 	}
 	return r, tx.Commit()
 }
+
+// BenchmarkFailover measures how long a lease takes to pass between two
+// Stores (two pools and two release pollers, as in two processes) on the
+// test's database, with TTL 1.5s, RenewInterval 0.5s and RetryInterval
+// 0.5s: a graceful handoff, which waits for the candidate's poller
+// (DefaultPollInterval), and a crash (see benchFailover).
+//
+//	LEADERAWARE_TEST_MYSQL='root@tcp(127.0.0.1:3306)/test' go test -run '^$' -bench Failover ./
+func BenchmarkFailover(b *testing.B) {
+	table := freshTable(b)
+	benchFailover(b, openStore(b, table), openStore(b, table))
+}

@@ -118,5 +118,10 @@
 //	LEADERAWARE_TEST_MYSQL='root@tcp(127.0.0.1:3306)/test' go test -race ./...
 //
 // Each test makes tables with random names and drops them, so the tests may
-// share a database with other work.
+// share a database with other work. On Linux, TestFailoverProcesses and
+// TestChaosProcesses run the test binary itself as replica processes, and
+// crash, freeze and stop them; the chaos schedule runs 20s
+// (-chaos.duration, -chaos.seed). The benchmarks include failover times
+// (BenchmarkFailover) and the client CPU of 1,000 leases
+// (BenchmarkClientCPU).
 package mysqllease

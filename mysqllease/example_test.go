@@ -10,8 +10,10 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"go.uber.org/fx"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/fxmodule"
 	"github.com/leaderaware/leaderaware/mysqllease"
 )
 
@@ -67,4 +69,39 @@ func ExampleNew() {
 		return
 	}
 	fmt.Printf("%s leads with token %d, written %v\n", l.Holder, l.Token, l.Written)
+}
+
+// PriceRefresher is a background job of an fx app: a type with Start and
+// Stop.
+type PriceRefresher struct{}
+
+func NewPriceRefresher() *PriceRefresher { return &PriceRefresher{} }
+
+func (*PriceRefresher) Start(context.Context) error { return nil }
+func (*PriceRefresher) Stop(context.Context) error  { return nil }
+
+// In an fx app, fxmodule.WithStore puts the MySQL store in place of the
+// module's own (SQLite or PostgreSQL): every LeaderJob campaigns in the
+// lease table. The job is built on every replica and runs on the one that
+// holds its lease.
+func Example_fx() {
+	store, err := mysqllease.Open(context.Background(), os.Getenv("MYSQL_DSN"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close() // the app's Stop has freed the leases by then
+
+	app := fx.New(
+		fxmodule.Module(fxmodule.Config{}),
+		fxmodule.WithStore(store),
+		fx.Provide(NewPriceRefresher),
+		fxmodule.LeaderJob[*PriceRefresher]("price-refresh"),
+	)
+	if err := app.Start(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	<-app.Done() // SIGINT or SIGTERM
+	if err := app.Stop(context.Background()); err != nil {
+		log.Print(err)
+	}
 }

@@ -1,0 +1,153 @@
+//go:build linux
+
+package mysqllease
+
+// This file is the same in etcdlease and mysqllease.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/elector"
+)
+
+// replica is one replica of an application: a decorated job on an
+// elector.LeaseElector. While it leads, its job writes through the store's
+// fenced write every -every (if set). It prints, one line each:
+//
+//	START <holder> <token>     the inner job started: this replica leads
+//	WROTE <holder> <token> <n> fenced write number n committed
+//	REFUSED <holder> <token>   the store refused a fenced write: the term is over
+//	STOP <holder> <token>      the inner job stopped (its writes have returned)
+//	ERROR <holder> <message>   an error the decorator reported, or a write's
+//	EXIT <holder>              stopped gracefully after SIGTERM
+type replica struct {
+	name, holder      string
+	ttl, renew, retry time.Duration
+	every             time.Duration
+}
+
+func replicaFlags(fs *flag.FlagSet) *replica {
+	r := &replica{}
+	fs.StringVar(&r.name, "name", "job", "lease name")
+	fs.StringVar(&r.holder, "holder", "", "holder name")
+	fs.DurationVar(&r.ttl, "ttl", 1500*time.Millisecond, "lease TTL")
+	fs.DurationVar(&r.renew, "renew", 500*time.Millisecond, "renew interval")
+	fs.DurationVar(&r.retry, "retry", 500*time.Millisecond, "retry interval")
+	fs.DurationVar(&r.every, "every", 0, "period of the fenced writes (0: none)")
+	return r
+}
+
+// writeFunc makes fenced write number n for the term in ctx, whose lease is l.
+type writeFunc func(ctx context.Context, l elector.Lease, n int64) error
+
+// run runs the replica until SIGTERM, then stops its job gracefully.
+func (r *replica) run(store elector.Store, write writeFunc, sig <-chan os.Signal) error {
+	e, err := elector.New(store, r.name, elector.Config{TTL: r.ttl, RenewInterval: r.renew, RetryInterval: r.retry, Holder: r.holder})
+	if err != nil {
+		return err
+	}
+	out := &lineWriter{w: os.Stdout}
+	job := &replicaJob{out: out, holder: r.holder, every: r.every, write: write}
+	leader := decorator.Decorate[decorator.Job](job, e,
+		decorator.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		decorator.WithHooks(decorator.Hooks{
+			OnError: func(_ context.Context, err error) { out.printf("ERROR %s %s", r.holder, oneLine(err)) },
+		}))
+	if err := leader.Start(context.Background()); err != nil {
+		return err
+	}
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = leader.Stop(ctx)
+	out.printf("EXIT %s", r.holder)
+	return err
+}
+
+// replicaJob is the inner job: it prints START and STOP and, between them,
+// makes a fenced write every period.
+type replicaJob struct {
+	out    *lineWriter
+	holder string
+	every  time.Duration
+	write  writeFunc
+	n      atomic.Int64 // writes so far, across terms
+
+	// Set by Start, read by Stop: the decorator calls them in turn.
+	token  uint64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (j *replicaJob) Start(ctx context.Context) error {
+	t, ok := elector.TermFromContext(ctx)
+	if !ok {
+		return errors.New("the start context carries no term")
+	}
+	j.token = t.Token()
+	j.out.printf("START %s %d", j.holder, j.token)
+	if j.every > 0 {
+		// The writes outlive Start: keep ctx's values (the term), not its end.
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		j.cancel, j.done = cancel, make(chan struct{})
+		go j.writeLoop(wctx, t)
+	}
+	return nil
+}
+
+func (j *replicaJob) writeLoop(ctx context.Context, t elector.Term) {
+	defer close(j.done)
+	tick := time.NewTicker(j.every)
+	defer tick.Stop()
+	for {
+		n := j.n.Add(1)
+		switch err := j.write(ctx, t.Lease(), n); {
+		case err == nil:
+			j.out.printf("WROTE %s %d %d", j.holder, j.token, n)
+		case errors.Is(err, elector.ErrLeaseLost) || errors.Is(err, elector.ErrLeaseExpired):
+			j.out.printf("REFUSED %s %d", j.holder, j.token)
+		case ctx.Err() == nil:
+			j.out.printf("ERROR %s write %d: %s", j.holder, n, oneLine(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (j *replicaJob) Stop(context.Context) error {
+	if j.cancel != nil {
+		j.cancel()
+		<-j.done
+		j.cancel = nil
+	}
+	j.out.printf("STOP %s %d", j.holder, j.token)
+	return nil
+}
+
+// lineWriter writes whole lines at once, so lines never interleave.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format+"\n", args...)
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " | ") }

@@ -5,8 +5,8 @@
 // # The file
 //
 // [Open] creates the file with mode 0600 (SQLite gives the -wal and -shm
-// files the same mode, and on Linux the store adds an empty -live file of
-// the same mode, see Process death) and two tables, which share the file
+// files the same mode, and on Linux the store adds a -live file of the same
+// mode, see Process death and Tokens) and two tables, which share the file
 // with the jobs' own tables:
 //
 //	leaderaware_meta (key TEXT PRIMARY KEY, value)
@@ -25,14 +25,10 @@
 //		live_version INTEGER            --   they were written with (NULL: unknown)
 //	)
 //
-// Lease rows are never deleted. A new token is larger than the row's last
-// one, than the high-water mark (which triggers keep, and which survives
-// deleted rows) and than the wall clock in microseconds (which survives a
-// deleted file, a file restored from an older copy, and a power cut that
-// rolls back the last commits). The schema version lives in leaderaware_meta
-// rather than PRAGMA user_version, which is left to the jobs. Open migrates
-// an older file in one transaction and refuses a newer one
-// ([ErrSchemaTooNew]).
+// Lease rows are never deleted. The schema version lives in
+// leaderaware_meta rather than PRAGMA user_version, which is left to the
+// jobs. Open migrates an older file in one transaction and refuses a newer
+// one ([ErrSchemaTooNew]).
 //
 // Every connection runs with journal_mode=WAL (Open fails with [ErrNotWAL]
 // if SQLite cannot use it), synchronous=NORMAL (a power loss may forget
@@ -44,11 +40,35 @@
 // truncated under a running process), its operations fail with
 // [ErrFileChanged], and a holder's next renewal ends its term.
 //
+// # Tokens
+//
+// A new token is larger than the row's last one, than the file's
+// high-water mark (which triggers keep, and which survives deleted rows),
+// and not below the wall clock in microseconds (which survives a deleted
+// file, a file restored from an older copy, and a power cut that rolls back
+// the last commits, as long as the clock is not stepped back meanwhile).
+//
+// On Linux it is also larger than a second high-water mark kept outside the
+// database, in the first 8 bytes of <db>-live (big-endian): the largest
+// token ever issued next to this path. Each acquire reads it and raises it
+// in the transaction that issues the token, before the commit, so it
+// survives the deletion of the database file with its -wal and -shm files
+// even after the clock was stepped back; Open also raises it to the file's
+// own mark, for tokens issued by an older release. Renewals do not touch
+// it. The raise is not synced to disk: a power cut may lose it, as it may
+// lose the database's last commits, and then the database's own mark, or
+// else the clock floor, covers them. Nothing removes <db>-live; delete it along with the database only
+// if tokens may start over from the clock (an operator who deletes both and
+// steps the clock back can see a token come again). Outside Linux there is
+// no such file: a deleted database leaves the clock floor alone.
+//
 // # Lease operations
 //
 // Each lease operation is one autocommit statement on one dedicated
 // connection with prepared statements, kept out of the [Store.DB] pool so
-// that renewals never queue in Go's pool behind job work. TryAcquire is an
+// that renewals never queue in Go's pool behind job work (on Linux,
+// TryAcquire's statement runs in an IMMEDIATE transaction with the read and
+// raise of the high-water mark in <db>-live, see Tokens). TryAcquire is an
 // INSERT … ON CONFLICT DO UPDATE … WHERE (the row is released, or has the
 // observed token and version) RETURNING; Renew and Release are UPDATEs of
 // the unreleased row whose name, holder and token match. A busy database
@@ -111,14 +131,19 @@
 // and get the same. Outside Linux, and for a row without a valid record
 // (written by an older release, or through another -live file than the
 // candidate's), the elapsed-time rule alone applies. Open refuses a -live
-// file that is not an empty regular file or cannot be locked.
+// file that is not a regular file, empty or holding a token high-water mark
+// (see Tokens), or that cannot be locked. Releases older than that mark
+// refuse to open a -live file that holds one: do not go back to them
+// without deleting the -live file while no process has the database open.
 //
 // # Fenced writes
 //
 // A job that keeps its data in the same file can make its writes
 // conditional on still leading: [Store.Fenced] runs the job's statements in
 // a transaction that commits only if the term in the context has not ended
-// and its lease still has the term's token and holder and is not released,
+// (nor outlived its trust window, which counts time the machine was
+// suspended) and its lease still has the term's token and holder and is not
+// released,
 // checked inside the transaction at its start and right before commit. A
 // stale leader's write is rolled back with [elector.ErrLeaseLost].
 package sqlitelease

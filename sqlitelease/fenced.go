@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
 )
@@ -18,26 +19,22 @@ WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released`
 // carries (see [elector.ContextWithTerm]), and it also requires that the
 // term has not ended, checked before the transaction and again right before
 // its commit: a term that ends while fn runs (say, its trust window closed
-// while the process was frozen) gets its write rolled back. A ctx without a
-// term gets an error matching [elector.ErrNoTerm]; an ended term gets an
-// error matching [elector.ErrLeaseLost] and the term's own error. Fenced
-// reports commits and refusals to the observer in ctx, if any
-// ([elector.ObserveFenced]).
+// while the process was frozen) gets its write rolled back. A term that has
+// TrustRemaining() time.Duration (those of [elector.LeaseElector] do) must
+// also still be trusted then: after a suspend, its trust window, which
+// counts suspended time, may have closed before the renewal timer that
+// would end the term fires. A ctx without a term gets an error matching
+// [elector.ErrNoTerm]; an ended or expired term gets an error matching
+// [elector.ErrLeaseLost] and the term's own error ([elector.ErrLeaseExpired]
+// for one whose trust window closed). Fenced reports commits and refusals
+// to the observer in ctx, if any ([elector.ObserveFenced]).
 func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	t, ok := elector.TermFromContext(ctx)
 	if !ok {
 		return fmt.Errorf("sqlitelease: fenced write: %w", elector.ErrNoTerm)
 	}
 	l := t.Lease()
-	err := s.fenced(ctx, l, func() error {
-		select {
-		case <-t.Done():
-			return fmt.Errorf("sqlitelease: fenced write for lease %q token %d: the term has ended (%w): %w",
-				l.Name, l.Token, t.Err(), elector.ErrLeaseLost)
-		default:
-			return nil
-		}
-	}, fn)
+	err := s.fenced(ctx, l, func() error { return termEnded(t, l) }, fn)
 	elector.ObserveFenced(ctx, err)
 	return err
 }
@@ -137,6 +134,31 @@ func (s *Store) checkFileForWrite(l elector.Lease) error {
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w: %w", l.Name, s.path, err, elector.ErrLeaseLost)
 	case err != nil:
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w", l.Name, s.path, err)
+	}
+	return nil
+}
+
+// trusted is implemented by the terms of [elector.LeaseElector]:
+// TrustRemaining is 0 once the term ended or its trust window closed, and a
+// call that finds the window closed ends the term.
+type trusted interface{ TrustRemaining() time.Duration }
+
+// termEnded returns an error if the term t of the lease l has ended or, for
+// a term that tells, is no longer trusted.
+func termEnded(t elector.Term, l elector.Lease) error {
+	expired := false
+	if tr, ok := t.(trusted); ok {
+		expired = tr.TrustRemaining() <= 0 // which ends the term if its trust window closed
+	}
+	select {
+	case <-t.Done():
+		return fmt.Errorf("sqlitelease: fenced write for lease %q token %d: the term has ended (%w): %w",
+			l.Name, l.Token, t.Err(), elector.ErrLeaseLost)
+	default:
+	}
+	if expired { // a Term of another make, which did not end itself
+		return fmt.Errorf("sqlitelease: fenced write for lease %q token %d: the term's trust window has closed (%w): %w",
+			l.Name, l.Token, elector.ErrLeaseExpired, elector.ErrLeaseLost)
 	}
 	return nil
 }

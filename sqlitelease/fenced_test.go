@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -214,4 +215,92 @@ func TestFencedReportsToObserver(t *testing.T) {
 		assert.Equal(t, "prices", rec.events[i].Lease)
 		assert.Equal(t, term.Token(), rec.events[i].Token)
 	}
+}
+
+// TestFencedRefusedAfterSuspend: after a suspend longer than the trust
+// window, the term is still open until its renewal timer fires (timers run
+// on Go's monotonic clock, which a suspend does not advance). Fenced asks
+// the term how long it is still trusted, on a clock that counts suspend,
+// and refuses before the commit, whether the suspend came before the write
+// or while the job's statements ran.
+func TestFencedRefusedAfterSuspend(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		during bool // suspend while fn runs
+	}{
+		{name: "before the write"},
+		{name: "during the write", during: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			rows := jobTable(t, s)
+			e, err := elector.New(s, "prices", elector.Config{TTL: 10 * time.Second, Holder: "a"})
+			require.NoError(t, err)
+			term, err := e.Campaign(bg(t))
+			require.NoError(t, err)
+			defer func() { require.NoError(t, term.Resign(bg(t))) }()
+			ctx := elector.ContextWithTerm(bg(t), term)
+
+			suspend := func() {
+				clock.Suspend(time.Hour)
+				t.Cleanup(func() { clock.Suspend(-time.Hour) })
+			}
+			if !tc.during {
+				suspend()
+			}
+			called := false
+			err = s.Fenced(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				called = true
+				if tc.during {
+					suspend()
+				}
+				return insertPrice(ctx, tx)
+			})
+			t.Log(err)
+			require.ErrorIs(t, err, elector.ErrLeaseLost)
+			assert.ErrorIs(t, err, elector.ErrLeaseExpired)
+			assert.Contains(t, err.Error(), "expired")
+			assert.Equal(t, tc.during, called)
+			assert.Equal(t, 0, rows(), "nothing may be committed")
+			select {
+			case <-term.Done():
+			default:
+				t.Error("the term is still open after its trust window closed")
+			}
+		})
+	}
+}
+
+// trustTerm is a Term of another make than the elector's that tells its
+// trust but never ends by itself.
+type trustTerm struct {
+	lease elector.Lease
+	left  time.Duration
+}
+
+func (t *trustTerm) Lease() elector.Lease                 { return t.lease }
+func (t *trustTerm) Token() uint64                        { return t.lease.Token }
+func (t *trustTerm) Done() <-chan struct{}                { return nil }
+func (t *trustTerm) Err() error                           { return nil }
+func (t *trustTerm) Resign(context.Context) error         { return nil }
+func (t *trustTerm) Abandon()                             {}
+func (t *trustTerm) TrustRemaining() (left time.Duration) { return t.left }
+
+// TestFencedRefusedUntrustedTerm: a term that says it is no longer trusted
+// is refused even though it has not ended.
+func TestFencedRefusedUntrustedTerm(t *testing.T) {
+	s := open(t)
+	rows := jobTable(t, s)
+	l, err := s.TryAcquire(bg(t), "prices", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	term := &trustTerm{lease: l, left: time.Second}
+	require.NoError(t, s.Fenced(elector.ContextWithTerm(bg(t), term), insertPrice))
+	assert.Equal(t, 1, rows())
+
+	term.left = 0
+	err = s.Fenced(elector.ContextWithTerm(bg(t), term), insertPrice)
+	t.Log(err)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	assert.ErrorIs(t, err, elector.ErrLeaseExpired)
+	assert.Equal(t, 1, rows())
 }

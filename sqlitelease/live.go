@@ -32,7 +32,8 @@ var errSidecarClosed = errors.New("the liveness file is closed")
 // from Open to Close. The kernel drops the lock when the last descriptor of
 // it closes, which for a process that dies is its death. The descriptor is
 // a raw one, not an *os.File, whose finalizer would drop the lock if a
-// Store were dropped without Close while its job still ran.
+// Store were dropped without Close while its job still ran. The file's data
+// is the token high-water mark, guarded by a lock on byte 0 (see withMark).
 type sidecar struct {
 	path   string // for error messages
 	file   string // "dev:ino": the file's identity, which every row records
@@ -115,6 +116,33 @@ func (s *Store) clearLive(lc *leaseConn) error {
 		}
 		return fmt.Errorf("clear the liveness records of the leases it holds, so its liveness lock in %q stays held until the process exits: %w",
 			s.live.path, err)
+	}
+	return nil
+}
+
+// fileMarkSQL reads the largest token the database file knows of.
+const fileMarkSQL = `SELECT max(
+	coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0),
+	coalesce((SELECT max(token) FROM ` + leaseTable + `), 0))`
+
+// seedMark raises the high-water mark of the liveness file to the largest
+// token the database file knows of, for Open: tokens issued while the
+// liveness file kept no mark (by an older release, or before it was
+// deleted) then also stay below new tokens once the database file is lost.
+func (s *Store) seedMark(ctx context.Context) error {
+	if s.live == nil {
+		return nil
+	}
+	err := s.withLease(ctx, func(lc *leaseConn) error {
+		return lc.writeTx(ctx, func() error {
+			return s.live.withMark(ctx, func(int64) (high int64, err error) {
+				err = lc.conn.QueryRowContext(ctx, fileMarkSQL).Scan(&high)
+				return high, err
+			})
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("record the file's token high-water mark in %q: %w", s.live.path, err)
 	}
 	return nil
 }

@@ -3,11 +3,15 @@
 package sqlitelease
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,9 +24,9 @@ const sidecarAttempts = 8
 // the database file at the absolute path abs, as SQLite places its -wal
 // and -shm files (next to the file a symbolic link points to), and locks a
 // byte of it at a random offset in [1, 2^62). It refuses, with an error
-// naming the file, one that is a symbolic link, not a regular file, not
-// empty (this package never writes to it, so it belongs to something else),
-// not writable, or that cannot be locked.
+// naming the file, one that is a symbolic link, not a regular file, neither
+// empty nor a high-water mark (8 bytes; anything else belongs to something
+// else), not writable, or that cannot be locked.
 func openSidecar(abs string) (*sidecar, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
@@ -65,12 +69,21 @@ func (sc *sidecar) lock() error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("liveness file %q is not a regular file (mode %#o); remove it", sc.path, st.Mode)
 	}
-	if st.Size != 0 {
-		return fmt.Errorf("liveness file %q holds %d bytes, but sqlitelease keeps it empty: it is not a liveness file; "+
-			"move it away (or put the database at another path)", sc.path, st.Size)
+	if st.Size != 0 && st.Size != markSize {
+		return fmt.Errorf("liveness file %q holds %d bytes, but sqlitelease keeps it empty or %d bytes long: it is not a liveness file; "+
+			"move it away (or put the database at another path)", sc.path, st.Size, markSize)
+	}
+	if st.Size == markSize {
+		// Read without the mark's lock, only to tell a foreign file: a
+		// read torn by a concurrent raise still mixes the bytes of two
+		// marks, whose top bits are clear.
+		if _, err := sc.readMark(); err != nil {
+			return err
+		}
 	}
 	sc.file = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
 	for range sidecarAttempts {
+		// Byte 0 is the lock of the high-water mark (see withMark).
 		offset := 1 + rand.Int64N(1<<62-1)
 		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: offset, Len: 1}
 		err := unix.FcntlFlock(uintptr(sc.fd), unix.F_OFD_SETLK, &lk)
@@ -87,17 +100,136 @@ func (sc *sidecar) lock() error {
 	return fmt.Errorf("liveness file %q: no free byte found in %d random offsets; is something else locking the whole file?", sc.path, sidecarAttempts)
 }
 
+// markSize is the length of the high-water mark at the start of the
+// liveness file: the largest token issued through it, 8 bytes big-endian.
+const markSize = 8
+
+// Backoff between attempts to lock the high-water mark.
+const (
+	minMarkBackoff = 20 * time.Microsecond
+	maxMarkBackoff = 5 * time.Millisecond
+)
+
+// withMark runs issue with the high-water mark of the liveness file (0 in a
+// file that has none yet) and raises the mark to the token issue returns,
+// unless issue fails. The caller holds the write lock of the database, so
+// that no other Store of the file runs withMark meanwhile and issue can
+// roll back if the raise fails; an exclusive lock on byte 0 of the file
+// (which no liveness lock uses) makes the read-modify-write atomic against
+// Stores of another database file at the same path (one deleted under its
+// processes), which that write lock does not exclude. It is taken with
+// F_OFD_SETLK and retried until ctx ends, not with F_OFD_SETLKW, which no
+// Go program can interrupt (see liveInterval).
+//
+// The raise is a pwrite, without fsync (which would cost milliseconds per
+// acquire): the mark outlives the process at once, but a power cut may lose
+// it, as it may lose the database's last commits (synchronous=NORMAL). The
+// database's own mark, or else the wall clock floor, covers what it lost.
+func (sc *sidecar) withMark(ctx context.Context, issue func(mark int64) (token int64, err error)) error {
+	if err := sc.lockMark(ctx); err != nil {
+		return err
+	}
+	defer sc.unlockMark()
+	mark, err := sc.readMark()
+	if err != nil {
+		return err
+	}
+	token, err := issue(mark)
+	if err != nil || token <= mark {
+		return err
+	}
+	var buf [markSize]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(token))
+	return sc.do(func(fd int) error {
+		n, err := unix.Pwrite(fd, buf[:], 0)
+		if err == nil && n < markSize {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return fmt.Errorf("raise the token high-water mark in liveness file %q: %w", sc.path, err)
+		}
+		return nil
+	})
+}
+
+// lockMark takes the exclusive lock on byte 0 that guards the high-water
+// mark, retrying until ctx ends.
+func (sc *sidecar) lockMark(ctx context.Context) error {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: 0, Len: 1}
+	var timer *time.Timer
+	for backoff := minMarkBackoff; ; backoff = min(2*backoff, maxMarkBackoff) {
+		err := sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EINTR):
+			return fmt.Errorf("lock the token high-water mark in liveness file %q: %w", sc.path, err)
+		}
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+			defer timer.Stop()
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lock the token high-water mark in liveness file %q: %w", sc.path, ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+// unlockMark drops the lock that lockMark took. Closing the file drops it
+// too, so a closed sidecar has nothing to unlock.
+func (sc *sidecar) unlockMark() {
+	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: io.SeekStart, Start: 0, Len: 1}
+	_ = sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
+}
+
+// readMark reads the high-water mark: 0 in an empty file. A value that no
+// token can have (negative, or the largest integer, above which no token
+// fits) is an error: the file is not a liveness file.
+func (sc *sidecar) readMark() (int64, error) {
+	var buf [markSize]byte
+	var n int
+	err := sc.do(func(fd int) (err error) {
+		n, err = unix.Pread(fd, buf[:], 0)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read the token high-water mark in liveness file %q: %w", sc.path, err)
+	case n == 0:
+		return 0, nil
+	case n < markSize:
+		return 0, fmt.Errorf("liveness file %q holds %d bytes, but sqlitelease keeps it empty or %d bytes long: it is not a liveness file; "+
+			"move it away (or put the database at another path)", sc.path, n, markSize)
+	}
+	mark := int64(binary.BigEndian.Uint64(buf[:]))
+	if mark < 0 || mark == math.MaxInt64 {
+		return 0, fmt.Errorf("liveness file %q holds %#x, which is no token high-water mark: it is not a liveness file; "+
+			"move it away (or put the database at another path)", sc.path, buf)
+	}
+	return mark, nil
+}
+
+// do runs f on the file's descriptor, which it keeps open meanwhile, or
+// returns errSidecarClosed.
+func (sc *sidecar) do(f func(fd int) error) error {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.fd < 0 {
+		return errSidecarClosed
+	}
+	return f(sc.fd)
+}
+
 // held reports whether a lock of another open file description is on the
 // byte at offset: F_OFD_GETLK, which never blocks and never takes the byte.
 // This Store's own lock never counts.
 func (sc *sidecar) held(offset int64) (bool, error) {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.fd < 0 {
-		return false, errSidecarClosed
-	}
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: offset, Len: 1}
-	if err := unix.FcntlFlock(uintptr(sc.fd), unix.F_OFD_GETLK, &lk); err != nil {
+	if err := sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk) }); err != nil {
 		return false, err
 	}
 	return lk.Type != unix.F_UNLCK, nil

@@ -1,6 +1,7 @@
 package sqlitelease_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"os"
@@ -314,7 +315,7 @@ func TestLiveCloseKeepsLockIfItCannotClear(t *testing.T) {
 
 // TestLiveFile: the liveness file is created with mode 0600 next to the
 // database (next to the file a symbolic link points to, as SQLite's -wal),
-// and stays empty.
+// and holds nothing but the high-water mark of tokens: 8 bytes.
 func TestLiveFile(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "real.db")
@@ -327,7 +328,7 @@ func TestLiveFile(t *testing.T) {
 	fi, err := os.Stat(target + "-live")
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	assert.Zero(t, fi.Size())
+	assert.Equal(t, l.Token, liveMark(t, target))
 
 	require.NoError(t, os.Symlink(target, link))
 	viaLink := openPath(t, link)
@@ -356,6 +357,9 @@ func TestLiveFileRefused(t *testing.T) {
 		{"not empty", func(t *testing.T, live string) {
 			require.NoError(t, os.WriteFile(live, []byte("someone's data\n"), 0o600))
 		}, "holds 15 bytes"},
+		{"8 bytes, no mark", func(t *testing.T, live string) {
+			require.NoError(t, os.WriteFile(live, bytes.Repeat([]byte{0xff}, 8), 0o600))
+		}, "no token high-water mark"},
 		{"fifo", func(t *testing.T, live string) { require.NoError(t, syscall.Mkfifo(live, 0o600)) }, "not a regular file"},
 		{"unwritable", func(t *testing.T, live string) {
 			if os.Geteuid() == 0 {

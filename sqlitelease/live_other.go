@@ -2,12 +2,21 @@
 
 package sqlitelease
 
+import "context"
+
 // openSidecar returns no liveness file: outside Linux there are no open file
 // description locks, and candidates apply the elapsed-time rule alone.
 func openSidecar(string) (*sidecar, error) { return nil, nil }
 
 // held is never called without a sidecar; it claims the holder alive.
 func (sc *sidecar) held(int64) (bool, error) { return true, nil }
+
+// withMark is never called without a sidecar: outside Linux new tokens
+// floor at the wall clock and the file's own high-water mark alone.
+func (sc *sidecar) withMark(_ context.Context, issue func(mark int64) (int64, error)) error {
+	_, err := issue(0)
+	return err
+}
 
 // close has nothing to close.
 func (sc *sidecar) close() error { return nil }

@@ -43,8 +43,9 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 // filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode
 // ([ErrNotWAL]), a file whose store schema is newer than this package
 // ([ErrSchemaTooNew]), a file whose lease table was dropped, and on Linux
-// a <path>-live file that is not an empty regular file or cannot be locked
-// (see Process death in the package documentation).
+// a <path>-live file that is not a regular file, neither empty nor 8 bytes
+// holding a token high-water mark, or that cannot be locked (see Process
+// death and Tokens in the package documentation).
 //
 // Every connection runs with journal_mode=WAL, synchronous=NORMAL, the busy
 // timeout of [WithBusyTimeout], and BEGIN IMMEDIATE transactions. Open logs
@@ -86,6 +87,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
 	s.watch.live = s.live
+	if err := s.seedMark(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
 	attrs := []any{"path", abs}
 	if from < SchemaVersion {
 		attrs = append(attrs, "schema_version", SchemaVersion, "migrated_from", from)

@@ -69,11 +69,14 @@ const (
 	// acquireSQL starts a new term (?1 name, ?2 holder, ?3 TTL in ms) if
 	// the lease is new, released, or still the observed term (?4 token, ?5
 	// version), and returns its token and version; otherwise it returns no
-	// row. The token exceeds the row's last one, every token the file ever
-	// issued (the high-water mark, which survives deleted rows), and ?6,
-	// the wall clock in microseconds, which survives a lost file or a
-	// rolled-back commit. ?7 is the wall clock in ms. ?8 and ?9 are the
-	// Store's liveness file and byte (NULL if it has none).
+	// row. The token exceeds the row's last one and every token the file
+	// ever issued (the high-water mark, which survives deleted rows), and
+	// is at least ?6: the wall clock in microseconds, which survives a lost
+	// file or a rolled-back commit, or on Linux one above the high-water
+	// mark of the liveness file if that is higher, which survives a lost
+	// file whatever the clock does (see Store.issue). ?7 is the wall clock
+	// in ms. ?8 and ?9 are the Store's liveness file and byte (NULL if it
+	// has none).
 	acquireSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, version, ttl_ms, released, written_at,
 	live_file, live_offset, live_version)
 VALUES (?1, ?2, max(?6, coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0) + 1), 1, ?3, 0, ?7,
@@ -118,6 +121,7 @@ WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released`
 type leaseConn struct {
 	conn                         *sql.Conn
 	acquire, get, renew, release *sql.Stmt
+	begin, commit, rollback      *sql.Stmt // of the transaction of Store.issue
 }
 
 func newLeaseConn(ctx context.Context, db *sql.DB) (*leaseConn, error) {
@@ -138,7 +142,10 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
-	}{{&lc.acquire, acquireSQL}, {&lc.get, getSQL}, {&lc.renew, renewSQL}, {&lc.release, releaseSQL}} {
+	}{
+		{&lc.acquire, acquireSQL}, {&lc.get, getSQL}, {&lc.renew, renewSQL}, {&lc.release, releaseSQL},
+		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
+	} {
 		err := retryBusy(ctx, func() (err error) {
 			*p.stmt, err = lc.conn.PrepareContext(ctx, p.sql)
 			return err
@@ -152,13 +159,66 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.renew, lc.release} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.renew, lc.release, lc.begin, lc.commit, lc.rollback} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
 	}
 	errs = append(errs, lc.conn.Close())
 	return errors.Join(errs...)
+}
+
+// writeTx runs fn in an IMMEDIATE transaction on the lease connection, which
+// commits if fn returns nil and rolls back otherwise. BEGIN waits for the
+// database's write lock (a busy error if it stays locked); COMMIT and
+// ROLLBACK, which wait for nothing, run even if ctx has ended, so that no
+// transaction is left open.
+func (lc *leaseConn) writeTx(ctx context.Context, fn func() error) error {
+	if _, err := lc.begin.ExecContext(ctx); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			// The driver reports ctx's error even for a BEGIN that ran:
+			// end what may have begun (an error if nothing did).
+			_, _ = lc.rollback.ExecContext(context.WithoutCancel(ctx))
+		case !isBusy(err):
+			// Not even a transaction left open by a failed ROLLBACK may
+			// stay on the connection: have withLease replace it.
+			_ = lc.conn.Raw(func(any) error { return driver.ErrBadConn })
+			return fmt.Errorf("%w (the lease connection is replaced: %w)", err, driver.ErrBadConn)
+		}
+		return err
+	}
+	if err := fn(); err != nil {
+		// An error if SQLite already rolled back (after an interrupt, say).
+		_, _ = lc.rollback.ExecContext(context.WithoutCancel(ctx))
+		return err
+	}
+	if _, err := lc.commit.ExecContext(context.WithoutCancel(ctx)); err != nil {
+		_, _ = lc.rollback.ExecContext(context.WithoutCancel(ctx))
+		return err
+	}
+	return nil
+}
+
+// issue runs acquire, the acquire statement, with the floor of the token it
+// issues, and returns its error. The floor is clockFloor, the wall clock in
+// microseconds. On Linux it is also one above the high-water mark in the
+// liveness file, which outlives the database file: the statement, the
+// read of the mark and its raise to the new token run in one transaction,
+// so the mark is raised before the token commits, and a failed raise rolls
+// the statement back. Tokens thus keep growing after the database file was
+// deleted (with its own mark) even if the clock was stepped back, as long
+// as the liveness file is kept.
+func (s *Store) issue(ctx context.Context, lc *leaseConn, clockFloor int64, acquire func(floor int64) (token int64, err error)) error {
+	if s.live == nil {
+		_, err := acquire(clockFloor)
+		return err
+	}
+	return lc.writeTx(ctx, func() error {
+		return s.live.withMark(ctx, func(mark int64) (int64, error) {
+			return acquire(max(clockFloor, mark+1))
+		})
+	})
 }
 
 // withLease runs op on the lease connection, alone, and retries it while the
@@ -224,8 +284,10 @@ func (s *Store) checkFile() error {
 // ([elector.ValidateName], [elector.ValidateHolder]) and ttl within
 // [elector.ValidateTTL]. The store keeps ttl rounded up to whole
 // milliseconds, and never issues a token below the wall clock in
-// microseconds, so that tokens keep growing even after the file was deleted
-// or restored from an older copy.
+// microseconds, nor on Linux below the largest token ever issued through
+// the file's liveness file, so that tokens keep growing even after the
+// file was deleted or restored from an older copy (see the package
+// documentation).
 //
 // On Linux, a lease held by another Store whose liveness lock is gone (its
 // process died, see the package documentation) is taken over at once, with
@@ -248,9 +310,12 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		for {
 			wall := clock.Wall()
 			var token, version int64
-			rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(try.Token), sqlInt(try.Version),
-				wall.UnixMicro(), wall.UnixMilli(), liveFile, liveOffset)
-			err = scanOne(rows, err, &token, &version)
+			err := s.issue(ctx, lc, wall.UnixMicro(), func(floor int64) (int64, error) {
+				rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(try.Token), sqlInt(try.Version),
+					floor, wall.UnixMilli(), liveFile, liveOffset)
+				err = scanOne(rows, err, &token, &version)
+				return token, err
+			})
 			s.noteRecorded(err)
 			if err == nil {
 				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version),

@@ -29,25 +29,34 @@
 //
 // The store keeps no clock: a candidate decides on its own clock when a
 // holder's lease has run out (see the elector package), and every store
-// operation is a compare-and-set on the lease row by token and version:
+// operation is a compare-and-set on the lease row by token and version.
+// Every write is one autocommit statement, which holds the row lock only
+// while the server runs it: a process that freezes (SIGSTOP, a paused VM)
+// or is cut off between statements, or after sending one, holds no lock on
+// a lease row, so it cannot keep a candidate from taking over or the holder
+// from renewing. What a write made that the client does not know already
+// (a new term's token, a renewal's version) comes back in the statement's
+// OK packet as LAST_INSERT_ID(expr), so no write reads its row back:
 //
 //   - TryAcquire reads the row with a plain SELECT; a held lease that is not
 //     the one the candidate observed is refused right there with an
-//     *[elector.HeldError], without locks. Otherwise one transaction runs
-//     an UPDATE that repeats the compare-and-set (free, or still the same
-//     token and version), or an INSERT for a new name, reads the new state
-//     back and commits. Only the client's COMMIT commits it, so a candidate
-//     that gave up while waiting for a row lock never takes the lease later.
-//   - Renew is one transaction: an UPDATE matching name, token and holder of
-//     an unreleased lease, which bumps the version and records the TTL, and
-//     the read back. [elector.ErrLeaseLost] if nothing matched.
+//     *[elector.HeldError], without locks. Otherwise an UPDATE takes it
+//     whose WHERE repeats the compare-and-set on the token and version just
+//     read (free, or still observed), or an INSERT for a new name; if the
+//     lease changed in between, nothing matches and TryAcquire reads again.
+//     On MariaDB the write carries the call's deadline (SET STATEMENT
+//     max_statement_time), so a candidate that gave up while it waited for
+//     the row lock (behind a fenced write) does not take the lease later.
+//   - Renew is one UPDATE matching name, token and holder of an unreleased
+//     lease, which bumps the version and records the TTL.
+//     [elector.ErrLeaseLost] if nothing matched.
 //   - Release is one UPDATE that sets released and bumps the version; the
 //     row and its token stay.
 //   - Get is one SELECT.
 //
-// written_at is the server's UTC_TIMESTAMP(6) (NOW(6) in UTC, whatever the
-// session time zone), for display only. TTLs are stored in microseconds,
-// rounded up, and read back saturating at the longest Duration.
+// written_at is the writer's wall clock, in UTC, for display only. TTLs are
+// stored in microseconds, rounded up, and read back saturating at the
+// longest Duration.
 //
 // # Tokens
 //
@@ -99,11 +108,14 @@
 // [Store.Fenced] runs a function in a transaction on [Store.DB] that first
 // reads the lease row with LOCK IN SHARE MODE (MySQL's FOR SHARE), checking
 // the token, holder and released flag of the term that the context
-// carries. A stale leader gets [elector.ErrLeaseLost] and writes nothing;
-// while the transaction is open the lease cannot change hands. The server
-// bounds the transaction by the lease TTL (innodb_lock_wait_timeout,
-// wait_timeout, and max_statement_time on MariaDB or max_execution_time on
-// MySQL, set on its connection and restored after).
+// carries, and commits only if the term has neither ended nor outlived its
+// trust window. A stale leader gets [elector.ErrLeaseLost] and writes
+// nothing; while the transaction is open the lease cannot change hands.
+// Fenced writes are the only lease-row locks held across round trips, so
+// the server bounds their transaction by the lease TTL
+// (innodb_lock_wait_timeout, wait_timeout, and max_statement_time on
+// MariaDB or max_execution_time on MySQL, set on its connection and
+// restored after).
 //
 // On a Galera cluster, point every replica's store at the same node (as
 // for any single-writer setup): a row lock on one node does not hold off a
@@ -121,7 +133,11 @@
 // share a database with other work. On Linux, TestFailoverProcesses and
 // TestChaosProcesses run the test binary itself as replica processes, and
 // crash, freeze and stop them; the chaos schedule runs 20s
-// (-chaos.duration, -chaos.seed). The benchmarks include failover times
+// (-chaos.duration, -chaos.seed). TestFrozenHolderMidRenew and
+// TestFrozenCandidateMidTakeover freeze one store connection, through a
+// proxy, right after it sent a lease write, as SIGSTOP would freeze its
+// process, and check that a candidate still takes over after the TTL. The
+// benchmarks include failover times
 // (BenchmarkFailover) and the client CPU of 1,000 leases
 // (BenchmarkClientCPU).
 package mysqllease

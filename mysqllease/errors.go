@@ -28,13 +28,14 @@ var (
 
 // MySQL and MariaDB error numbers the store acts on.
 const (
-	errDupEntry       = 1062 // ER_DUP_ENTRY
-	errDeadlock       = 1213 // ER_LOCK_DEADLOCK
-	errNoSuchTable    = 1146 // ER_NO_SUCH_TABLE
-	errUnknownColumn  = 1054 // ER_BAD_FIELD_ERROR
-	errUnknownDB      = 1049 // ER_BAD_DB_ERROR
-	errAccessDenied   = 1045 // ER_ACCESS_DENIED_ERROR
-	errAccessDeniedDB = 1044 // ER_DBACCESS_DENIED_ERROR
+	errDupEntry         = 1062 // ER_DUP_ENTRY
+	errDeadlock         = 1213 // ER_LOCK_DEADLOCK
+	errStatementTimeout = 1969 // ER_STATEMENT_TIMEOUT (MariaDB's max_statement_time)
+	errNoSuchTable      = 1146 // ER_NO_SUCH_TABLE
+	errUnknownColumn    = 1054 // ER_BAD_FIELD_ERROR
+	errUnknownDB        = 1049 // ER_BAD_DB_ERROR
+	errAccessDenied     = 1045 // ER_ACCESS_DENIED_ERROR
+	errAccessDeniedDB   = 1044 // ER_DBACCESS_DENIED_ERROR
 )
 
 // isMySQLError reports whether err is the server's error number n.

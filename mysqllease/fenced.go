@@ -14,9 +14,18 @@ import (
 )
 
 // Fenced runs fn in a transaction on [Store.DB] that commits only while the
-// term that ctx carries (see [elector.LeaseFromContext]; the decorator gives
+// term that ctx carries (see [elector.TermFromContext]; the decorator gives
 // it to the jobs it starts) still holds its lease. Without a term it returns
 // an error wrapping [elector.ErrNoTerm] and runs nothing.
+//
+// A term that has ended is refused, and so is one whose trust window has
+// closed: a term with TrustRemaining() time.Duration (those of
+// [elector.LeaseElector] have it) must have some left. After a suspend the
+// window, which counts suspended time, may have closed before the renewal
+// timer that would end the term fires. Fenced checks this before the
+// transaction and again right before the commit; a refused term gets an
+// error wrapping [elector.ErrLeaseLost] and how the term ended
+// ([elector.ErrLeaseExpired] for a closed window), and nothing commits.
 //
 // The transaction first reads the lease row with SELECT ... LOCK IN SHARE
 // MODE where name, token and holder match the term and the lease is not
@@ -34,11 +43,13 @@ import (
 // froze mid-transaction is cut off and its row lock freed) and
 // max_statement_time (MariaDB; max_execution_time on MySQL, which bounds
 // SELECTs only), and restores them afterwards.
-func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	l, ok := elector.LeaseFromContext(ctx)
+func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
+	t, ok := elector.TermFromContext(ctx)
 	if !ok {
 		return fmt.Errorf("mysqllease: fenced write: %w", elector.ErrNoTerm)
 	}
+	defer func() { elector.ObserveFenced(ctx, err) }()
+	l := t.Lease()
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -48,6 +59,9 @@ func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql
 	if err := elector.ValidateTTL(l.TTL); err != nil {
 		return fmt.Errorf("mysqllease: fenced write for lease %q: %w", l.Name, err)
 	}
+	if err := termEnded(t, l); err != nil {
+		return err
+	}
 	conn, err := s.jobs.Conn(ctx)
 	if err != nil {
 		return s.opErr("fenced write for", l.Name, err)
@@ -56,7 +70,7 @@ func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql
 	if _, err := conn.ExecContext(ctx, s.boundSQL(l.TTL)); err != nil {
 		return s.opErr("bound fenced write for", l.Name, err)
 	}
-	err = s.fenced(ctx, conn, l, fn)
+	err = s.fenced(ctx, conn, t, l, fn)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
 	defer cancel()
 	if _, rerr := conn.ExecContext(rctx, s.restoreSQL()); rerr != nil {
@@ -66,7 +80,7 @@ func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql
 	return err
 }
 
-func (s *Store) fenced(ctx context.Context, conn *sql.Conn, l elector.Lease, fn func(context.Context, *sql.Tx) error) error {
+func (s *Store) fenced(ctx context.Context, conn *sql.Conn, t elector.Term, l elector.Lease, fn func(context.Context, *sql.Tx) error) error {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return s.opErr("fenced write for", l.Name, err)
@@ -83,8 +97,36 @@ func (s *Store) fenced(ctx context.Context, conn *sql.Conn, l elector.Lease, fn 
 	if err := fn(ctx, tx); err != nil {
 		return err
 	}
+	if err := termEnded(t, l); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return s.opErr("commit fenced write for", l.Name, err)
+	}
+	return nil
+}
+
+// trusted is implemented by the terms of [elector.LeaseElector]:
+// TrustRemaining is 0 once the term ended or its trust window closed, and a
+// call that finds the window closed ends the term.
+type trusted interface{ TrustRemaining() time.Duration }
+
+// termEnded returns an error wrapping [elector.ErrLeaseLost] if the term t
+// of the lease l has ended or, for a term that tells, is no longer trusted.
+func termEnded(t elector.Term, l elector.Lease) error {
+	expired := false
+	if tr, ok := t.(trusted); ok {
+		expired = tr.TrustRemaining() <= 0 // which ends the term if its trust window closed
+	}
+	select {
+	case <-t.Done():
+		return fmt.Errorf("mysqllease: fenced write for lease %q token %d: the term has ended (%w): %w",
+			l.Name, l.Token, t.Err(), elector.ErrLeaseLost)
+	default:
+	}
+	if expired { // a Term of another make, which did not end itself
+		return fmt.Errorf("mysqllease: fenced write for lease %q token %d: the term's trust window has closed (%w): %w",
+			l.Name, l.Token, elector.ErrLeaseExpired, elector.ErrLeaseLost)
 	}
 	return nil
 }

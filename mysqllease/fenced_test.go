@@ -11,15 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
-// fakeTerm is a term that only knows its lease, all a fenced write asks.
+// fakeTerm is a term that knows its lease and never ends, all a fenced
+// write asks.
 type fakeTerm struct {
 	elector.Term
 	l elector.Lease
 }
 
-func (f fakeTerm) Lease() elector.Lease { return f.l }
+func (f fakeTerm) Lease() elector.Lease  { return f.l }
+func (f fakeTerm) Done() <-chan struct{} { return nil }
+func (f fakeTerm) Err() error            { return nil }
 
 func termCtx(ctx context.Context, l elector.Lease) context.Context {
 	return elector.ContextWithTerm(ctx, fakeTerm{l: l})
@@ -208,4 +212,117 @@ func TestCeilSeconds(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, ceilSeconds(c.d), "ceilSeconds(%v)", c.d)
 	}
+}
+
+// TestFencedRefusedEndedTerm: a term that has ended is refused even though
+// the lease row still names it (an abandoned term's lease runs out on its
+// own), before the transaction, or before the commit when it ends while fn
+// runs.
+func TestFencedRefusedEndedTerm(t *testing.T) {
+	for _, during := range []bool{false, true} {
+		t.Run(map[bool]string{false: "before the write", true: "during the write"}[during], func(t *testing.T) {
+			s := openStore(t, "")
+			jobs := jobTable(t, s)
+			ctx := testCtx(t)
+			e, err := elector.New(s, "job", elector.Config{TTL: 10 * time.Second, Holder: "a"})
+			require.NoError(t, err)
+			term, err := e.Campaign(ctx)
+			require.NoError(t, err)
+			if !during {
+				term.Abandon()
+			}
+			called := false
+			err = s.Fenced(elector.ContextWithTerm(ctx, term), func(ctx context.Context, tx *sql.Tx) error {
+				called = true
+				if during {
+					term.Abandon()
+				}
+				return insertJob(jobs, 1, term.Token())(ctx, tx)
+			})
+			t.Log(err)
+			require.ErrorIs(t, err, elector.ErrLeaseLost)
+			assert.ErrorIs(t, err, elector.ErrAbandoned, "the error says how the term ended")
+			assert.Equal(t, during, called)
+			assert.Equal(t, 0, jobRows(t, s, jobs), "nothing may be committed")
+			// The row still holds the abandoned term: only its end refused it.
+			require.NoError(t, s.Fenced(termCtx(ctx, term.Lease()), insertJob(jobs, 2, term.Token())))
+		})
+	}
+}
+
+// TestFencedRefusedAfterSuspend: after a suspend longer than the trust
+// window, the term is still open until its renewal timer fires (timers run
+// on Go's monotonic clock, which a suspend does not advance), and the lease
+// row still names it. Fenced asks the term how long it is still trusted, on
+// a clock that counts suspend, and refuses, whether the suspend came before
+// the write or while fn ran; the term ends.
+func TestFencedRefusedAfterSuspend(t *testing.T) {
+	for _, during := range []bool{false, true} {
+		t.Run(map[bool]string{false: "before the write", true: "during the write"}[during], func(t *testing.T) {
+			s := openStore(t, "")
+			jobs := jobTable(t, s)
+			ctx := testCtx(t)
+			e, err := elector.New(s, "job", elector.Config{TTL: 10 * time.Second, Holder: "a"})
+			require.NoError(t, err)
+			term, err := e.Campaign(ctx)
+			require.NoError(t, err)
+			defer term.Abandon()
+			suspend := func() {
+				clock.Suspend(time.Hour)
+				t.Cleanup(func() { clock.Suspend(-time.Hour) })
+			}
+			if !during {
+				suspend()
+			}
+			called := false
+			err = s.Fenced(elector.ContextWithTerm(ctx, term), func(ctx context.Context, tx *sql.Tx) error {
+				called = true
+				if during {
+					suspend()
+				}
+				return insertJob(jobs, 1, term.Token())(ctx, tx)
+			})
+			t.Log(err)
+			require.ErrorIs(t, err, elector.ErrLeaseLost)
+			assert.ErrorIs(t, err, elector.ErrLeaseExpired)
+			assert.Equal(t, during, called)
+			assert.Equal(t, 0, jobRows(t, s, jobs), "nothing may be committed")
+			select {
+			case <-term.Done():
+			default:
+				t.Error("the term is still open after its trust window closed")
+			}
+		})
+	}
+}
+
+// trustTerm is a term of another make than the elector's that tells how
+// long it is still trusted but never ends by itself.
+type trustTerm struct {
+	fakeTerm
+	left time.Duration
+}
+
+func (t *trustTerm) TrustRemaining() time.Duration { return t.left }
+
+// TestFencedRefusedUntrustedTerm: a term that says its trust window has
+// closed is refused even though it has not ended.
+func TestFencedRefusedUntrustedTerm(t *testing.T) {
+	s := openStore(t, "")
+	jobs := jobTable(t, s)
+	ctx := testCtx(t)
+	l, err := s.TryAcquire(ctx, "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	term := &trustTerm{fakeTerm: fakeTerm{l: l}, left: time.Second}
+	require.NoError(t, s.Fenced(elector.ContextWithTerm(ctx, term), insertJob(jobs, 1, l.Token)))
+
+	term.left = 0
+	err = s.Fenced(elector.ContextWithTerm(ctx, term), func(context.Context, *sql.Tx) error {
+		t.Error("fn ran for an untrusted term")
+		return nil
+	})
+	t.Log(err)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	assert.ErrorIs(t, err, elector.ErrLeaseExpired)
+	assert.Equal(t, 1, jobRows(t, s, jobs))
 }

@@ -8,12 +8,13 @@ import (
 	"sync"
 )
 
-// querier is what lease statements run on: a *sql.DB or a *sql.Conn.
+// querier is what lease statements run on: a *sql.DB or a *sql.Conn. It
+// has no BeginTx: every lease statement is one autocommit statement, so
+// that no lease operation holds a lock across round trips.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
 // leasePool carries lease traffic apart from the jobs' pool, so that job

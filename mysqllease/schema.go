@@ -15,8 +15,8 @@ const SchemaVersion = 1
 
 // leaseTableDDL creates the lease table; %s is its quoted name. Names and
 // holders are byte strings compared byte for byte (no collation, no pad
-// space), up to elector.MaxNameLen bytes. written_at is the server's UTC
-// clock, for display only.
+// space), up to elector.MaxNameLen bytes. written_at is the writer's wall
+// clock in UTC, for display only.
 const leaseTableDDL = `CREATE TABLE IF NOT EXISTS %s (
 	name       VARBINARY(255)  NOT NULL,
 	holder     VARBINARY(255)  NOT NULL,

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // Store is an [elector.Store] on one MySQL or MariaDB lease table. It keeps
@@ -47,10 +49,21 @@ var _ interface {
 } = (*Store)(nil)
 
 // nowMicros is the server's UTC clock in microseconds since the Unix epoch,
-// whatever the session time zone. Within one statement it is one instant,
-// the same as UTC_TIMESTAMP(6).
+// whatever the session time zone. Within one statement it is one instant.
 const nowMicros = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
 
+// writtenAt is the DATETIME(6) of the parameter, microseconds since the
+// Unix epoch in UTC, whatever the session time zone: the inverse of the
+// TIMESTAMPDIFF that sqlRead reads written_at with.
+const writtenAt = `TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')`
+
+// prepareSQL builds the statements. Every lease write is one autocommit
+// statement: a client that freezes or is cut off holds no lock on a lease
+// row while it does not run. What a write made that the caller does not
+// know already (the new token of a term, the new version of a renewal)
+// comes back in the OK packet as LAST_INSERT_ID(expr), which the driver
+// returns as the result's LastInsertId; the table has no AUTO_INCREMENT
+// column to compete for it.
 func (s *Store) prepareSQL() {
 	t := s.table
 	s.sqlRead = `SELECT holder, token, version, ttl_us, released, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', written_at)
@@ -59,13 +72,16 @@ FROM ` + t + ` WHERE name = ?`
 	// term's token is at least that: tokens keep growing after the rows are
 	// deleted or the table truncated (see the package documentation).
 	s.sqlInsert = `INSERT INTO ` + t + ` (name, holder, token, version, ttl_us, released, written_at)
-VALUES (?, ?, ` + nowMicros + `, 1, ?, FALSE, UTC_TIMESTAMP(6))`
-	s.sqlTake = `UPDATE ` + t + ` SET holder = ?, token = GREATEST(token + 1, ` + nowMicros + `), version = version + 1,
-	ttl_us = ?, released = FALSE, written_at = UTC_TIMESTAMP(6)
-WHERE name = ? AND (released OR (token = ? AND version = ?))`
-	s.sqlRenew = `UPDATE ` + t + ` SET version = version + 1, ttl_us = ?, written_at = UTC_TIMESTAMP(6)
+VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), 1, ?, FALSE, ` + writtenAt + `)`
+	// The compare-and-set is on the exact state the candidate just read:
+	// token and version (every write bumps the version), so the new
+	// version is the read one + 1.
+	s.sqlTake = `UPDATE ` + t + ` SET holder = ?, token = LAST_INSERT_ID(GREATEST(token + 1, ` + nowMicros + `)), version = version + 1,
+	ttl_us = ?, released = FALSE, written_at = ` + writtenAt + `
+WHERE name = ? AND token = ? AND version = ?`
+	s.sqlRenew = `UPDATE ` + t + ` SET version = LAST_INSERT_ID(version + 1), ttl_us = ?, written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
-	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = version + 1, written_at = UTC_TIMESTAMP(6)
+	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = version + 1, written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
 	s.sqlFence = `SELECT token FROM ` + t + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released LOCK IN SHARE MODE`
@@ -88,11 +104,21 @@ const acquireAttempts = 5
 
 // TryAcquire implements [elector.Store]. It reads the lease first: a held
 // lease that is not observed is refused with a *[elector.HeldError] from
-// that plain SELECT, without locks or writes. Otherwise one transaction
-// takes the lease with an UPDATE that repeats the compare-and-set (or an
-// INSERT for a new name) and reads the new state back. Only the client's
-// COMMIT commits it, so a candidate that gave up while waiting for a row
-// lock never takes the lease later.
+// that plain SELECT, without locks or writes. Otherwise one autocommit
+// statement takes it: an UPDATE whose WHERE repeats the compare-and-set on
+// the token and version just read (free, or still observed), or an INSERT
+// for a new name. If the lease changed in between, the statement changes
+// nothing and TryAcquire reads again. The returned lease is the one the
+// statement wrote, with no read back: its token comes back as the
+// statement's LAST_INSERT_ID, its version is the one read + 1.
+//
+// A takeover that waits for the row lock (behind a fenced write) gives up
+// when ctx ends; on MariaDB the server gives up with it (the statement
+// carries ctx's deadline as max_statement_time), so a candidate that gave
+// up does not take the lease later. MySQL bounds no UPDATE by time: there
+// the takeover may still go through once the lock is free, and the lease
+// then has a term that nobody runs, until a candidate has watched it for
+// its TTL.
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := s.check(ctx, name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -123,7 +149,7 @@ func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl
 		case exists && !released && !cur.Is(observed):
 			return elector.Lease{}, &elector.HeldError{Lease: cur}
 		}
-		l, won, err := s.take(ctx, q, exists, name, holder, ttl, observed)
+		l, won, err := s.take(ctx, q, name, holder, ttl, exists, cur)
 		switch {
 		case won:
 			return l, nil
@@ -141,64 +167,73 @@ func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl
 	return elector.Lease{}, err
 }
 
-// take starts holder's term in one transaction if the lease is free or
-// still exactly observed, and reports whether it did.
-func (s *Store) take(ctx context.Context, q querier, exists bool, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, bool, error) {
-	tx, err := q.BeginTx(ctx, nil)
-	if err != nil {
-		return elector.Lease{}, false, err
-	}
-	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+// take starts holder's term in one statement if the lease is still cur,
+// the state just read (no row if !exists), and reports whether it did.
+func (s *Store) take(ctx context.Context, q querier, name, holder string, ttl time.Duration, exists bool, cur elector.Lease) (elector.Lease, bool, error) {
+	l := elector.Lease{Name: name, Holder: holder, Version: 1, TTL: fromMicros(micros(ttl))}
+	written := wallMicros()
+	var (
+		res sql.Result
+		err error
+	)
 	if exists {
-		res, err := tx.ExecContext(ctx, s.sqlTake, holder, micros(ttl), name, observed.Token, observed.Version)
-		if n, err := affected(res, err); err != nil || n == 0 {
-			return elector.Lease{}, false, err
-		}
-	} else if _, err := tx.ExecContext(ctx, s.sqlInsert, name, holder, micros(ttl)); err != nil {
+		l.Version = cur.Version + 1
+		res, err = q.ExecContext(ctx, s.bounded(ctx, s.sqlTake), holder, micros(ttl), written, name, cur.Token, cur.Version)
+	} else {
+		res, err = q.ExecContext(ctx, s.bounded(ctx, s.sqlInsert), name, holder, micros(ttl), written)
+	}
+	token, err := wrote(res, err)
+	if isMySQLError(err, errStatementTimeout) {
+		err = fmt.Errorf("the server stopped the write at the call's deadline: %w: %w", context.DeadlineExceeded, err)
+	}
+	if err != nil || token == 0 {
 		return elector.Lease{}, false, err
 	}
-	l, _, err := s.read(ctx, tx, name)
-	if err != nil {
-		return elector.Lease{}, false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return elector.Lease{}, false, err
-	}
+	l.Token, l.Written = token, time.UnixMicro(written)
 	return l, true, nil
 }
 
-// Renew implements [elector.Store]. In one transaction, an UPDATE that
-// matches name, token and holder of an unreleased lease bumps the version
-// and records ttl, and the new state is read back; if no row matched, it
-// returns an error wrapping [elector.ErrLeaseLost] and nothing changes.
+// bounded prefixes query, a write that may wait for a row lock, with the
+// time left until ctx's deadline as its max_statement_time on MariaDB, so
+// that the server stops waiting when the caller does. MySQL has no such
+// bound for writes (max_execution_time bounds SELECTs only).
+func (s *Store) bounded(ctx context.Context, query string) string {
+	deadline, ok := ctx.Deadline()
+	if !ok || !s.mariaDB {
+		return query
+	}
+	left := min(max(time.Until(deadline), time.Microsecond), maxStatementTime)
+	return "SET STATEMENT max_statement_time = " + strconv.FormatFloat(left.Seconds(), 'f', 6, 64) + " FOR " + query
+}
+
+// maxStatementTime is the longest max_statement_time MariaDB accepts.
+const maxStatementTime = 31536000 * time.Second
+
+// Renew implements [elector.Store] with one autocommit UPDATE that matches
+// name, token and holder of an unreleased lease, bumps the version and
+// records ttl; the new version comes back as the statement's
+// LAST_INSERT_ID. If no row matched, it returns an error wrapping
+// [elector.ErrLeaseLost] and nothing changes.
 func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
 	if err := s.check(ctx, l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	var r elector.Lease
-	err := s.leases.do(ctx, func(q querier) error {
-		tx, err := q.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = tx.Rollback() }()
-		res, err := tx.ExecContext(ctx, s.sqlRenew, micros(ttl), l.Name, l.Token, l.Holder)
-		n, err := affected(res, err)
-		switch {
-		case err != nil:
-			return err
-		case n == 0:
-			return fmt.Errorf("mysqllease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
-		}
-		if r, _, err = s.read(ctx, tx, l.Name); err != nil {
-			return err
-		}
-		return tx.Commit()
+	written := wallMicros()
+	var version uint64
+	err := s.leases.do(ctx, func(q querier) (err error) {
+		version, err = wrote(q.ExecContext(ctx, s.sqlRenew, micros(ttl), written, l.Name, l.Token, l.Holder))
+		return err
 	})
-	if err != nil && !errors.Is(err, elector.ErrLeaseLost) {
+	switch {
+	case err != nil:
 		return elector.Lease{}, s.opErr("renew", l.Name, err)
+	case version == 0:
+		return elector.Lease{}, fmt.Errorf("mysqllease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 	}
-	return r, err
+	return elector.Lease{
+		Name: l.Name, Holder: l.Holder, Token: l.Token, Version: version,
+		TTL: fromMicros(micros(ttl)), Written: time.UnixMicro(written),
+	}, nil
 }
 
 // Release implements [elector.Store]. One UPDATE marks the lease released
@@ -212,7 +247,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	}
 	var n int64
 	err := s.leases.do(ctx, func(q querier) (err error) {
-		n, err = affected(q.ExecContext(ctx, s.sqlRelease, l.Name, l.Token, l.Holder))
+		n, err = affected(q.ExecContext(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder))
 		return err
 	})
 	if err != nil {
@@ -290,6 +325,25 @@ func affected(res sql.Result, err error) (int64, error) {
 	}
 	return res.RowsAffected()
 }
+
+// wrote returns what a lease write gave LAST_INSERT_ID, or 0 if it matched
+// no row. A write always changes the row it matches (its version), so
+// RowsAffected counts it whether or not the DSN sets clientFoundRows.
+func wrote(res sql.Result, err error) (uint64, error) {
+	n, err := affected(res, err)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	id, err := res.LastInsertId()
+	if err == nil && id == 0 {
+		err = errors.New("the server wrote the lease but returned no LAST_INSERT_ID; a proxy between the store and the server may drop it")
+	}
+	return uint64(id), err
+}
+
+// wallMicros is this process's wall clock in microseconds since the Unix
+// epoch, the written_at of its writes (for display only).
+func wallMicros() int64 { return clock.Wall().UnixMicro() }
 
 // micros is d in whole microseconds, the resolution of ttl_us, rounded up
 // so that no TTL is stored shorter than given. It cannot overflow.

@@ -1,10 +1,13 @@
 package mysqllease
 
 import (
+	"database/sql"
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -107,4 +110,66 @@ func TestClosed(t *testing.T) {
 	ch, stop := s.WatchRelease("x")
 	stop()
 	assert.False(t, woken(ch, 10*time.Millisecond))
+}
+
+// TestWritesReturnWhatTheyWrote: every write is one statement whose result
+// the store builds from what it sent and the statement's LAST_INSERT_ID,
+// without a read back. The lease it returns must be the row as Get reads
+// it, on Open's pool (statements interpolated) and on a pool of New
+// (prepared), with and without clientFoundRows (RowsAffected then counts
+// matched rows, not changed ones).
+func TestWritesReturnWhatTheyWrote(t *testing.T) {
+	for _, foundRows := range []bool{false, true} {
+		for _, viaNew := range []bool{false, true} {
+			t.Run(fmt.Sprintf("clientFoundRows=%v/New=%v", foundRows, viaNew), func(t *testing.T) {
+				cfg, err := mysql.ParseDSN(testDSN(t))
+				require.NoError(t, err)
+				cfg.ClientFoundRows = foundRows
+				var s *Store
+				if viaNew {
+					db, err := sql.Open("mysql", cfg.FormatDSN())
+					require.NoError(t, err)
+					t.Cleanup(func() { _ = db.Close() })
+					s, err = New(db, WithTable(freshTable(t)))
+					require.NoError(t, err)
+					t.Cleanup(func() { require.NoError(t, s.Close()) })
+				} else {
+					s = openStoreDSN(t, cfg.FormatDSN(), freshTable(t))
+				}
+				ctx := testCtx(t)
+				same := func(what string, l elector.Lease) {
+					t.Helper()
+					got, err := s.Get(ctx, l.Name)
+					require.NoError(t, err, what)
+					assert.Equal(t, got, l, "%s returned another lease than it wrote", what)
+				}
+				before := time.Now()
+				a, err := s.TryAcquire(ctx, "job", "a", 1500*time.Millisecond, elector.Lease{}) // INSERT
+				require.NoError(t, err)
+				same("acquire (insert)", a)
+				assert.Equal(t, uint64(1), a.Version)
+				assert.WithinDuration(t, before, a.Written, time.Minute)
+				r, err := s.Renew(ctx, a, time.Minute+time.Nanosecond) // stored rounded up to µs
+				require.NoError(t, err)
+				same("renew", r)
+				assert.Equal(t, a.Version+1, r.Version)
+				b, err := s.TryAcquire(ctx, "job", "b", time.Minute, r) // takeover: UPDATE
+				require.NoError(t, err)
+				same("takeover", b)
+				assert.Greater(t, b.Token, r.Token)
+				assert.Equal(t, r.Version+1, b.Version)
+				_, err = s.Renew(ctx, r, time.Minute)
+				require.ErrorIs(t, err, elector.ErrLeaseLost, "renewal of a term taken over")
+				same("refused renewal", b)
+				require.NoError(t, s.Release(ctx, b))
+				c, err := s.TryAcquire(ctx, "job", "c", time.Minute, elector.Lease{}) // free: UPDATE
+				require.NoError(t, err)
+				same("acquire (released)", c)
+				assert.Greater(t, c.Token, b.Token)
+				assert.Equal(t, b.Version+2, c.Version)
+				_, err = s.Renew(ctx, b, time.Minute)
+				require.ErrorIs(t, err, elector.ErrLeaseLost, "renewal of a released term")
+			})
+		}
+	}
 }

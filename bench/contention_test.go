@@ -30,6 +30,7 @@ type contenderSummary struct {
 	LateNS    int64    `json:"late_ns"`
 	Ops       int64    `json:"ops"`
 	Acquired  int64    `json:"acquired"`
+	TakenOver int64    `json:"taken_over"`
 	Held      int64    `json:"held"`
 	Renewed   int64    `json:"renewed"`
 	Lost      int64    `json:"lost"`
@@ -52,8 +53,10 @@ type contenderSummary struct {
 // two holders per process loop over 4 lease names with TryAcquire (mostly
 // ErrHeld), Get, Renew, Release and short fenced writes (Store.FencedLease
 // with one INSERT) for 2 s, with TTL 250 ms and a 15 s context per call.
-// Now and then a holder abandons a term and, once it has expired, tries
-// Renew or a fenced write with it (must be ErrLeaseLost). It checks the
+// Holders watch the leases others hold and take over one they have seen
+// unchanged for its TTL, as electors do. Now and then a holder abandons a
+// term and, once another term has superseded it, tries Renew or a fenced
+// write with it (must be ErrLeaseLost). It checks the
 // promise of package sqlitelease that callers never see SQLITE_BUSY: every
 // error a process gets is either expected (ErrHeld, ErrLeaseLost,
 // ErrNoLease) or counted as busy (SQLite BUSY/LOCKED code, or "busy" or
@@ -99,6 +102,7 @@ func benchContention(b *testing.B, bin string, args ...string) {
 			}
 			total.Ops += s.Ops
 			total.Acquired += s.Acquired
+			total.TakenOver += s.TakenOver
 			total.Held += s.Held
 			total.Renewed += s.Renewed
 			total.Lost += s.Lost
@@ -133,8 +137,8 @@ func benchContention(b *testing.B, bin string, args ...string) {
 	b.ReportMetric(float64(total.Written)/secs, "writes/s")
 	b.ReportMetric(float64(total.Acquired)/secs, "terms/s")
 	b.ReportMetric(float64(total.MaxOpNS)/1e6, "max-op-ms")
-	b.Logf("%d×%d processes: %d ops: acquire %d won / %d held, renew %d ok, %d lost (renew or fenced), release %d, get %d found / %d none, fenced writes %d, abandoned %d, stale term refused %d; slowest op %v; latest loop start %v after the common start",
-		iterations, contentionProcs, total.Ops, total.Acquired, total.Held, total.Renewed, total.Lost,
+	b.Logf("%d×%d processes: %d ops: acquire %d won (%d of them takeovers) / %d held, renew %d ok, %d lost (renew or fenced), release %d, get %d found / %d none, fenced writes %d, abandoned %d, stale term refused %d; slowest op %v; latest loop start %v after the common start",
+		iterations, contentionProcs, total.Ops, total.Acquired, total.TakenOver, total.Held, total.Renewed, total.Lost,
 		total.Released, total.Got, total.NoLease, total.Written, total.Abandoned, total.StaleLost,
 		time.Duration(total.MaxOpNS).Round(time.Microsecond), time.Duration(total.LateNS).Round(time.Microsecond))
 }

@@ -3,12 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/layers"
 )
 
 // BenchmarkCycle measures one full cycle of a decorated job on a
@@ -29,7 +31,7 @@ func BenchmarkCycle(b *testing.B) {
 				b.Fatal(err)
 			}
 			inner := &signalJob{started: make(chan struct{}, 1)}
-			job := decorator.Decorate[decorator.Job](inner, e, decorator.WithMiddleware(decorator.Recover()))
+			job := decorator.Decorate[decorator.Job](inner, e, decorator.WithMiddleware(decorator.Recover()), quiet)
 			cycle := func(running func()) {
 				if err := job.Start(ctx); err != nil {
 					b.Fatal(err)
@@ -52,15 +54,15 @@ func BenchmarkCycle(b *testing.B) {
 				settle(base)
 				cycle(func() { most = max(most, runtime.NumGoroutine()-base) })
 			}
-			depth := decorator.Depth(job)
+			depth := layers.Depth(job)
 			b.ReportAllocs()
 			for b.Loop() {
 				cycle(nop)
 			}
 			b.ReportMetric(float64(most), "goroutines")
 			b.ReportMetric(float64(settle(base)-base), "left")
-			b.ReportMetric(float64(decorator.Depth(job)), "depth")
-			if got := decorator.Depth(job); got != depth {
+			b.ReportMetric(float64(layers.Depth(job)), "depth")
+			if got := layers.Depth(job); got != depth {
 				b.Fatalf("Depth grew from %d to %d", depth, got)
 			}
 		})
@@ -94,3 +96,7 @@ type signalJob struct{ started chan struct{} }
 
 func (s *signalJob) Start(context.Context) error { s.started <- struct{}{}; return nil }
 func (s *signalJob) Stop(context.Context) error  { return nil }
+
+// quiet keeps the decorated jobs of the benchmarks from logging each
+// election at Info: the benchmarks measure the library, not a log handler.
+var quiet = decorator.WithLogger(slog.New(slog.DiscardHandler))

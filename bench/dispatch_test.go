@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/internal/layers"
 )
 
 // BenchmarkDispatch measures one Start and one Stop through n pass-through
@@ -35,7 +36,7 @@ func BenchmarkDispatch(b *testing.B) {
 			job  decorator.Job
 		}{{"chain", chain}, {"handwritten", hand}} {
 			b.Run(fmt.Sprintf("mw=%d/%s", n, c.name), func(b *testing.B) {
-				if got := decorator.Depth(c.job); got != n {
+				if got := layers.Depth(c.job); got != n {
 					b.Fatalf("Depth = %d, want %d", got, n)
 				}
 				j := c.job

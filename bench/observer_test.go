@@ -35,7 +35,7 @@ func BenchmarkCycleObserver(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			opts := []decorator.Option{decorator.WithMiddleware(decorator.Recover())}
+			opts := []decorator.Option{decorator.WithMiddleware(decorator.Recover()), quiet}
 			if bc.job {
 				opts = append(opts, decorator.WithObserver(obs))
 			}

@@ -42,7 +42,9 @@ type oldElection struct {
 // call the store directly.
 func newOldElection(s *elector.MemoryStore, name, holder string, ttl time.Duration) *oldElection {
 	return &oldElection{
-		acquire: func(ctx context.Context) (elector.Lease, error) { return s.TryAcquire(ctx, name, holder, ttl) },
+		acquire: func(ctx context.Context) (elector.Lease, error) {
+			return s.TryAcquire(ctx, name, holder, ttl, elector.Lease{})
+		},
 		release: func(ctx context.Context, l elector.Lease) error { return s.Release(ctx, l) },
 	}
 }

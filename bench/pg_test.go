@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -15,20 +16,33 @@ import (
 	"github.com/leaderaware/leaderaware/pglease"
 )
 
-// BenchmarkPGStore measures each pglease operation against the floor: the
-// same SQL statements, run bare on the same pool. The store should cost at
-// most 1.3× its floor; the rest is the server round trip.
+// BenchmarkPGStore measures each pglease operation (impl=store) against two
+// baselines, run on the store's Pool (the store runs its lease statements on
+// a small pool of its own with the same connection settings), in a schema of
+// its own that it drops at the end:
 //
-//	LEADERAWARE_TEST_PG=postgres://... go test -run '^$' -bench PG -benchmem ./bench/
+//	impl=sql    the statements the store runs, run bare: the floor. Goal:
+//	            the store costs at most 1.3× it; the rest is the server
+//	            round trip.
+//	impl=v1     the statements of the model the store replaced (expiry
+//	            timestamps by the server's now(), commit aa3ab47), run bare
+//	            on a table of the old layout, in the order the old store ran
+//	            them: what a lease operation cost before. Goal: the new
+//	            model costs at most 1.1× it.
 //
-// Sub-benchmarks, each as store and sql:
+//	LEADERAWARE_TEST_PG=postgres://... go test -run '^$' -bench PGStore -count=6 ./bench/ > pg.txt
+//	benchstat -col /impl pg.txt
 //
-//	acquire       TryAcquire of an expired lease: a SELECT, then the upsert
-//	acquire-held  TryAcquire of a live lease (what waiting candidates do): the SELECT only
-//	renew         Renew of the live lease: one UPDATE
+// Sub-benchmarks:
+//
+//	acquire       a takeover: TryAcquire of the lease the candidate observed,
+//	              one statement (v1: of an expired lease, a SELECT, then the
+//	              upsert)
+//	acquire-held  TryAcquire of a lease held by another (what waiting
+//	              candidates do): the same statement, which answers from its
+//	              read (v1: the SELECT only)
+//	renew         Renew of the held lease: one UPDATE
 //	get           Get: one SELECT
-//
-// acquire/upsert-only is the upsert alone, the one-statement floor.
 func BenchmarkPGStore(b *testing.B) {
 	dsn := os.Getenv("LEADERAWARE_TEST_PG")
 	if dsn == "" {
@@ -49,104 +63,177 @@ func BenchmarkPGStore(b *testing.B) {
 		_ = s.Close()
 	})
 	pool, table := s.Pool(), s.Table()
+	v1Table := pgx.Identifier{schema, "bench_lease_v1"}.Sanitize()
 
-	// The statements pglease runs (see pglease/store.go).
+	// The statements pglease runs: copies of sqlAcquire, sqlRenew and
+	// sqlGet as Store.prepareSQL in pglease/store.go sets them (the package
+	// does not export them). Keep them in step with the store.
 	var (
-		sqlRead   = `SELECT holder, token, expires_at, expires_at > now() FROM ` + table + ` WHERE name = $1`
-		sqlUpsert = `WITH locked AS (SELECT name FROM ` + table + ` WHERE name = $1 FOR UPDATE NOWAIT)
-INSERT INTO ` + table + ` AS l (name, holder, token, expires_at, acquired_at, renewed_at)
+		sqlAcquire = `WITH cur AS (
+	SELECT holder, token, version, ttl_us, written_at, released FROM ` + table + ` WHERE name = $1
+), won AS (
+	INSERT INTO ` + table + ` AS l (name, holder, token, version, ttl_us, released, written_at)
+	SELECT $1, $2::text, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 1, $3::bigint, false, now()
+	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT released AND NOT (token = $4 AND version = $5))
+	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token),
+		version = l.version + 1, ttl_us = excluded.ttl_us, released = false, written_at = excluded.written_at
+	WHERE l.released OR (l.token = $4 AND l.version = $5)
+	RETURNING holder, token, version, ttl_us, written_at
+)
+SELECT true, holder, token, version, ttl_us, written_at FROM won
+UNION ALL
+SELECT false, holder, token, version, ttl_us, written_at FROM cur
+WHERE NOT released AND NOT (token = $4 AND version = $5)`
+		sqlRenew = `UPDATE ` + table + ` SET version = version + 1, ttl_us = $4, written_at = now()
+WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
+RETURNING version, ttl_us, written_at`
+		sqlGet = `SELECT holder, token, version, ttl_us, written_at FROM ` + table + ` WHERE name = $1 AND NOT released`
+	)
+	// The model pglease replaced, as of commit aa3ab47: the table of
+	// migrations[0] in pglease/schema.go, and sqlRead, sqlUpsert, sqlRenew
+	// and sqlGet as Store.prepareSQL in pglease/store.go set them (git show
+	// aa3ab47:pglease/store.go).
+	var (
+		v1Create = `CREATE TABLE ` + v1Table + ` (
+		name        text        PRIMARY KEY,
+		holder      text        NOT NULL,
+		token       bigint      NOT NULL CHECK (token > 0),
+		expires_at  timestamptz NOT NULL,
+		acquired_at timestamptz NOT NULL,
+		renewed_at  timestamptz NOT NULL
+	)`
+		v1Read   = `SELECT holder, token, expires_at, expires_at > now() FROM ` + v1Table + ` WHERE name = $1`
+		v1Upsert = `WITH locked AS (SELECT name FROM ` + v1Table + ` WHERE name = $1 FOR UPDATE NOWAIT)
+INSERT INTO ` + v1Table + ` AS l (name, holder, token, expires_at, acquired_at, renewed_at)
 SELECT $1, $2, 1, now() + $3::bigint * interval '1 microsecond', now(), now()
 WHERE (SELECT count(*) FROM locked) >= 0
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = l.token + 1,
 	expires_at = excluded.expires_at, acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at
 WHERE l.expires_at <= now()
 RETURNING token, expires_at`
-		sqlRenew = `UPDATE ` + table + ` SET expires_at = now() + $4::bigint * interval '1 microsecond', renewed_at = now()
+		v1Renew = `UPDATE ` + v1Table + ` SET expires_at = now() + $4::bigint * interval '1 microsecond', renewed_at = now()
 WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at > now()
 RETURNING expires_at`
-		sqlGet = `SELECT holder, token, expires_at FROM ` + table + ` WHERE name = $1 AND expires_at > now()`
+		v1Get = `SELECT holder, token, expires_at FROM ` + v1Table + ` WHERE name = $1 AND expires_at > now()`
 	)
+	if _, err := pool.Exec(ctx, v1Create); err != nil {
+		b.Fatal(err)
+	}
+
 	const (
-		expiring = time.Microsecond // every acquire finds the lease of the one before expired
+		expiring = time.Microsecond // v1: every acquire finds the lease of the one before expired
 		long     = time.Hour
 	)
 	var (
-		holder    string
-		token     int64
-		expiresAt time.Time
-		live      bool
+		won                   bool
+		holder                string
+		token, version, ttlUS int64
+		written, expiresAt    time.Time
+		live                  bool
 	)
+	// pgAcquire runs the new statement as the store does (observed: the
+	// lease the candidate watched, zero for none), sets won, and returns
+	// the lease it won or found.
+	pgAcquire := func(name, candidate string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
+		err := pool.QueryRow(ctx, sqlAcquire, name, candidate, ttl.Microseconds(), int64(observed.Token), int64(observed.Version)).
+			Scan(&won, &holder, &token, &version, &ttlUS, &written)
+		return elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version), TTL: time.Duration(ttlUS) * time.Microsecond}, err
+	}
+	v1AcquireOnce := func(name, candidate string, ttl time.Duration) error {
+		err := pool.QueryRow(ctx, v1Read, name).Scan(&holder, &token, &expiresAt, &live)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return pool.QueryRow(ctx, v1Upsert, name, candidate, ttl.Microseconds()).Scan(&token, &expiresAt)
+	}
 
-	b.Run("acquire/store", func(b *testing.B) {
+	b.Run("acquire/impl=v1", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.TryAcquire(ctx, "acquire/store", "h", expiring); err != nil {
+			if err := v1AcquireOnce("acquire/v1", "h", expiring); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("acquire/sql", func(b *testing.B) {
-		for b.Loop() {
-			err := pool.QueryRow(ctx, sqlRead, "acquire/sql").Scan(&holder, &token, &expiresAt, &live)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				b.Fatal(err)
-			}
-			if err := pool.QueryRow(ctx, sqlUpsert, "acquire/sql", "h", expiring.Microseconds()).Scan(&token, &expiresAt); err != nil {
-				b.Fatal(err)
-			}
+	b.Run("acquire/impl=store", benchTakeover([]string{"acquire/store"}, func(name string, observed elector.Lease) (elector.Lease, error) {
+		return s.TryAcquire(ctx, name, "h", long, observed)
+	}))
+	b.Run("acquire/impl=sql", benchTakeover([]string{"acquire/sql"}, func(name string, observed elector.Lease) (elector.Lease, error) {
+		l, err := pgAcquire(name, "h", long, observed)
+		if err == nil && !won {
+			err = fmt.Errorf("acquire of lease %q, free or observed, found it held by %q", name, l.Holder)
 		}
-	})
-	b.Run("acquire/upsert-only", func(b *testing.B) {
-		for b.Loop() {
-			if err := pool.QueryRow(ctx, sqlUpsert, "acquire/upsert-only", "h", expiring.Microseconds()).Scan(&token, &expiresAt); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		return l, err
+	}))
 
-	held, err := s.TryAcquire(ctx, "held", "leader", long)
+	held, err := s.TryAcquire(ctx, "held", "leader", long, elector.Lease{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("acquire-held/store", func(b *testing.B) {
+	if err := v1AcquireOnce("held", "leader", long); err != nil {
+		b.Fatal(err)
+	}
+	v1HeldToken := token
+	b.Run("acquire-held/impl=v1", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.TryAcquire(ctx, "held", "candidate", long); !errors.Is(err, elector.ErrHeld) {
-				b.Fatalf("TryAcquire of a held lease: %v, want ErrHeld", err)
-			}
-		}
-	})
-	b.Run("acquire-held/sql", func(b *testing.B) {
-		for b.Loop() {
-			if err := pool.QueryRow(ctx, sqlRead, "held").Scan(&holder, &token, &expiresAt, &live); err != nil || !live {
+			if err := pool.QueryRow(ctx, v1Read, "held").Scan(&holder, &token, &expiresAt, &live); err != nil || !live {
 				b.Fatalf("read of a held lease: %v, live %v", err, live)
 			}
 		}
 	})
+	b.Run("acquire-held/impl=store", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.TryAcquire(ctx, "held", "candidate", long, elector.Lease{}); !errors.Is(err, elector.ErrHeld) {
+				b.Fatalf("TryAcquire of a held lease: %v, want ErrHeld", err)
+			}
+		}
+	})
+	b.Run("acquire-held/impl=sql", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := pgAcquire("held", "candidate", long, elector.Lease{}); err != nil || won {
+				b.Fatalf("acquire of a held lease: %v, won %v", err, won)
+			}
+		}
+	})
 
-	b.Run("renew/store", func(b *testing.B) {
+	b.Run("renew/impl=v1", func(b *testing.B) {
+		for b.Loop() {
+			if err := pool.QueryRow(ctx, v1Renew, "held", "leader", v1HeldToken, long.Microseconds()).Scan(&expiresAt); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("renew/impl=store", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := s.Renew(ctx, held, long); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("renew/sql", func(b *testing.B) {
+	b.Run("renew/impl=sql", func(b *testing.B) {
 		for b.Loop() {
-			if err := pool.QueryRow(ctx, sqlRenew, held.Name, held.Holder, int64(held.Token), long.Microseconds()).Scan(&expiresAt); err != nil {
+			if err := pool.QueryRow(ctx, sqlRenew, held.Name, held.Holder, int64(held.Token), long.Microseconds()).Scan(&version, &ttlUS, &written); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 
-	b.Run("get/store", func(b *testing.B) {
+	b.Run("get/impl=v1", func(b *testing.B) {
+		for b.Loop() {
+			if err := pool.QueryRow(ctx, v1Get, "held").Scan(&holder, &token, &expiresAt); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("get/impl=store", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := s.Get(ctx, "held"); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	b.Run("get/sql", func(b *testing.B) {
+	b.Run("get/impl=sql", func(b *testing.B) {
 		for b.Loop() {
-			if err := pool.QueryRow(ctx, sqlGet, "held").Scan(&holder, &token, &expiresAt); err != nil {
+			if err := pool.QueryRow(ctx, sqlGet, "held").Scan(&holder, &token, &version, &ttlUS, &written); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -135,7 +135,7 @@ func benchSweep(b *testing.B, s elector.Store) {
 	ctx := context.Background()
 	leases := make([]elector.Lease, scaleLeases)
 	for i := range leases {
-		l, err := s.TryAcquire(ctx, fmt.Sprintf("scale/%04d", i), "scale", elector.DefaultTTL)
+		l, err := s.TryAcquire(ctx, fmt.Sprintf("scale/%04d", i), "scale", elector.DefaultTTL, elector.Lease{})
 		if err != nil {
 			b.Fatal(err)
 		}

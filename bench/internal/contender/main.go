@@ -8,14 +8,21 @@
 // as their own holder:
 //
 //   - a lease the worker does not hold: TryAcquire (most get ErrHeld), or
-//     now and then Get;
-//   - a lease it holds: Renew (ErrLeaseLost if it expired meanwhile), a
-//     short fenced write (Store.FencedLease with one INSERT into the table
-//     contender_writes), now and then Release, and rarely abandon it (as a
-//     crashed or paused leader would: no release, no renewal);
-//   - a lease it abandoned more than TTL ago: Renew or a fenced write with
-//     it, which must fail with ErrLeaseLost (a success counts as an other
-//     error: a stale term was honoured).
+//     now and then Get. Like an elector, the worker watches the lease each
+//     of them reports: once it has seen one Version unchanged for the
+//     holder's TTL (and its own), by its own clock, it passes that lease
+//     as observed, and takes it over;
+//   - a lease it holds: Renew (ErrLeaseLost if another worker took it over
+//     meanwhile), a short fenced write (Store.FencedLease with one INSERT
+//     into the table contender_writes), now and then Release, and rarely
+//     abandon it (as a crashed or paused leader would: no release, no
+//     renewal);
+//   - a lease it abandoned more than TTL ago: Get, and if a later term has
+//     superseded the abandoned one (a larger token, or the lease released),
+//     Renew or a fenced write with the abandoned term, which must fail with
+//     ErrLeaseLost (a success counts as an other error: a stale term was
+//     honoured). While nobody has taken it over, the store rightly still
+//     honours it; it is checked again later.
 //
 // Every operation gets its own -op-timeout context (longer than the store's
 // busy timeout), so a busy database reaches a caller only if the store gave
@@ -59,6 +66,7 @@ type summary struct {
 
 	Ops       int64    `json:"ops"`        // every store call, Open and Close included
 	Acquired  int64    `json:"acquired"`   // TryAcquire that started a term
+	TakenOver int64    `json:"taken_over"` // of which the takeovers of a watched lease
 	Held      int64    `json:"held"`       // TryAcquire → ErrHeld
 	Renewed   int64    `json:"renewed"`    // Renew that extended the term
 	Lost      int64    `json:"lost"`       // Renew or FencedLease → ErrLeaseLost
@@ -67,7 +75,7 @@ type summary struct {
 	NoLease   int64    `json:"no_lease"`   // Get → ErrNoLease
 	Written   int64    `json:"written"`    // FencedLease that committed
 	Abandoned int64    `json:"abandoned"`  // held leases dropped without Release
-	StaleLost int64    `json:"stale_lost"` // Renew or FencedLease of an abandoned, expired term → ErrLeaseLost
+	StaleLost int64    `json:"stale_lost"` // Renew or FencedLease of an abandoned, superseded term → ErrLeaseLost
 	MaxOpNS   int64    `json:"max_op_ns"`  // slowest single operation
 	Busy      int64    `json:"busy"`       // errors that show SQLITE_BUSY or SQLITE_LOCKED
 	Other     int64    `json:"other"`      // unexpected errors that are not busy
@@ -145,8 +153,9 @@ func (c *contender) run(dbPath string, opt sqlitelease.Option, start int64, dura
 		wg.Go(func() {
 			wk := &worker{
 				c: c, s: s, names: names, ttl: ttl, opTimeout: opTimeout,
-				holder: fmt.Sprintf("contender-%d-%d-w%d", c.sum.ID, os.Getpid(), w),
-				held:   make(map[string]elector.Lease),
+				holder:  fmt.Sprintf("contender-%d-%d-w%d", c.sum.ID, os.Getpid(), w),
+				held:    make(map[string]elector.Lease),
+				watches: make(map[string]watch),
 			}
 			for time.Now().Before(deadline) {
 				wk.step()
@@ -168,8 +177,35 @@ type worker struct {
 	opTimeout time.Duration
 	holder    string
 	held      map[string]elector.Lease
-	stale     []abandoned // oldest first
-	ensured   bool        // contender_writes exists: a fenced write of this worker committed
+	watches   map[string]watch // leases held by others, by name
+	stale     []abandoned      // oldest first
+	ensured   bool             // contender_writes exists: a fenced write of this worker committed
+}
+
+// watch is what a worker saw of a lease held by another term: the lease,
+// and when it first saw that Token and Version (Go's monotonic clock).
+type watch struct {
+	l     elector.Lease
+	since time.Time
+}
+
+// observe records that the worker saw l, held by another term.
+func (w *worker) observe(l elector.Lease) {
+	if cur, ok := w.watches[l.Name]; ok && cur.l.Is(l) {
+		return
+	}
+	w.watches[l.Name] = watch{l: l, since: time.Now()}
+}
+
+// observed returns the lease to pass to TryAcquire: the watched lease once
+// the worker has seen it unchanged for the holder's TTL and its own, and
+// the zero Lease before.
+func (w *worker) observed(name string) elector.Lease {
+	wt, ok := w.watches[name]
+	if !ok || time.Since(wt.since) < max(wt.l.TTL, w.ttl) {
+		return elector.Lease{}
+	}
+	return wt.l
 }
 
 // abandoned is a term its worker stopped renewing at.
@@ -192,12 +228,24 @@ func (w *worker) step() {
 	t0 := time.Now()
 	switch {
 	case !holds && p < 200:
-		_, err := w.s.Get(ctx, name)
-		w.c.record("get", time.Since(t0), err)
+		cur, err := w.s.Get(ctx, name)
+		if w.c.record("get", time.Since(t0), err) {
+			w.observe(cur)
+		}
 	case !holds:
-		nl, err := w.s.TryAcquire(ctx, name, w.holder, w.ttl)
+		observed := w.observed(name)
+		nl, err := w.s.TryAcquire(ctx, name, w.holder, w.ttl, observed)
+		var held *elector.HeldError
 		if w.c.record("acquire", time.Since(t0), err) {
 			w.held[name] = nl
+			delete(w.watches, name)
+			if observed.Token != 0 {
+				w.c.mu.Lock()
+				w.c.sum.TakenOver++
+				w.c.mu.Unlock()
+			}
+		} else if errors.As(err, &held) {
+			w.observe(held.Lease)
 		}
 	case p < 50:
 		err := w.s.Release(ctx, l)
@@ -226,14 +274,29 @@ func (w *worker) step() {
 	}
 }
 
-// stepStale uses the oldest abandoned term, expired by now: Renew or a
-// fenced write with it must fail with ErrLeaseLost.
+// stepStale checks the oldest abandoned term: once a later term has
+// superseded it, Renew or a fenced write with it must fail with
+// ErrLeaseLost. While it is still the current term, the store rightly
+// honours it, and it goes back in the queue.
 func (w *worker) stepStale(ctx context.Context) {
 	a := w.stale[0]
 	w.stale = w.stale[1:]
 	t0 := time.Now()
+	cur, err := w.s.Get(ctx, a.l.Name)
+	switch {
+	case errors.Is(err, elector.ErrNoLease): // released: a later term came and went
+		w.c.record("get", time.Since(t0), err)
+	case !w.c.record("get", time.Since(t0), err):
+		return
+	case cur.Token == a.l.Token: // not taken over yet
+		w.stale = append(w.stale, a)
+		return
+	case cur.Token < a.l.Token:
+		w.c.record("stale-get", 0, fmt.Errorf("lease %q: token %d is below the abandoned term's %d", a.l.Name, cur.Token, a.l.Token))
+		return
+	}
+	t0 = time.Now()
 	var op string
-	var err error
 	if rand.N(2) == 0 {
 		op = "stale-renew"
 		_, err = w.s.Renew(ctx, a.l, w.ttl)
@@ -242,7 +305,7 @@ func (w *worker) stepStale(ctx context.Context) {
 		err = w.s.FencedLease(ctx, a.l, func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, a.l) })
 	}
 	if err == nil {
-		err = fmt.Errorf("lease %q token %d, abandoned %v ago with TTL %v, was still honoured", a.l.Name, a.l.Token, t0.Sub(a.at), w.ttl)
+		err = fmt.Errorf("lease %q token %d, abandoned %v ago with TTL %v and superseded, was still honoured", a.l.Name, a.l.Token, t0.Sub(a.at), w.ttl)
 	}
 	w.c.record(op, time.Since(t0), err)
 }

@@ -415,7 +415,3 @@ func lastRenewal(t *testing.T, read leaseReader, holder string) time.Time {
 	}
 	return l.Written
 }
-
-// uniq returns a string unique to this run, for names in a database that
-// outlives the test.
-func uniq() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -97,6 +98,9 @@ func main() {
 			"SQLite busy_timeout (sqlitelease.WithBusyTimeout); 0 leaves all waiting to the store's own retries")
 	)
 	flag.Parse()
+	// The benchmark prints whatever a contender writes on stderr: keep the
+	// store's Info lines (one per Open) out of it, and its warnings in.
+	slog.SetLogLoggerLevel(slog.LevelWarn)
 	if *dbPath == "" || *workers < 1 || *leases < 1 || *duration <= 0 || *ttl <= 0 || *opTimeout <= 0 || *busyTO < 0 {
 		fmt.Fprintln(os.Stderr, "contender: need -db, and positive -workers, -leases, -duration, -ttl, -op-timeout, and -busy-timeout >= 0")
 		os.Exit(1)

@@ -2,8 +2,6 @@ package fxmodule
 
 import (
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
@@ -38,25 +36,6 @@ func WithElector(cfg elector.Config) decorator.Option {
 type electorOption struct {
 	decorator.Option
 	cfg elector.Config
-}
-
-func (o electorOption) String() string {
-	var set []string
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"TTL", o.cfg.TTL}, {"RenewInterval", o.cfg.RenewInterval}, {"RetryInterval", o.cfg.RetryInterval}} {
-		if f.d != 0 {
-			set = append(set, fmt.Sprintf("%s: %v", f.name, f.d))
-		}
-	}
-	if o.cfg.Holder != "" {
-		set = append(set, fmt.Sprintf("Holder: %q", o.cfg.Holder))
-	}
-	if o.cfg.Observer != nil {
-		set = append(set, "Observer: ...")
-	}
-	return "fxmodule.WithElector(elector.Config{" + strings.Join(set, ", ") + "})"
 }
 
 // jobConfig returns the elector config of one job: base, the module's,

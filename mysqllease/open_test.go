@@ -57,12 +57,6 @@ func TestOpenBadInput(t *testing.T) {
 	require.ErrorContains(t, err, `table name "no good"`)
 }
 
-func TestOptionStrings(t *testing.T) {
-	assert.Equal(t, `mysqllease.WithTable("leases")`, WithTable("leases").String())
-	assert.Equal(t, "mysqllease.WithPollInterval(50ms)", WithPollInterval(50*time.Millisecond).String())
-	assert.Equal(t, "mysqllease.WithLeaseConns(3)", WithLeaseConns(3).String())
-}
-
 // TestDSNDefaults: the timeouts a DSN leaves unset get defaults; those it
 // sets, zero included, stay.
 func TestDSNDefaults(t *testing.T) {

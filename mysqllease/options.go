@@ -28,12 +28,8 @@ const (
 )
 
 // An Option configures [Open] and [New]. Options are values: they can be
-// kept, compared by their String and passed to many stores.
-type Option interface {
-	apply(*options)
-	// String describes the option the way it is written in Go.
-	String() string
-}
+// kept and passed to many stores.
+type Option interface{ apply(*options) }
 
 type options struct {
 	table      string
@@ -81,7 +77,6 @@ func validTable(name string) error {
 type tableOption string
 
 func (o tableOption) apply(opts *options) { opts.table = string(o) }
-func (o tableOption) String() string      { return fmt.Sprintf("mysqllease.WithTable(%q)", string(o)) }
 
 // WithTable names the lease table (default [DefaultTable]) in the DSN's
 // database; its schema version lives in the table name + "_version". The
@@ -92,9 +87,6 @@ func WithTable(table string) Option { return tableOption(table) }
 type pollOption time.Duration
 
 func (o pollOption) apply(opts *options) { opts.poll = time.Duration(o) }
-func (o pollOption) String() string {
-	return fmt.Sprintf("mysqllease.WithPollInterval(%v)", time.Duration(o))
-}
 
 // WithPollInterval sets how often the store's release poller reads the
 // leases that candidates watch (default [DefaultPollInterval]; 1ms to 24h).
@@ -105,9 +97,6 @@ func WithPollInterval(d time.Duration) Option { return pollOption(d) }
 type leaseConnsOption int
 
 func (o leaseConnsOption) apply(opts *options) { opts.leaseConns = int(o) }
-func (o leaseConnsOption) String() string {
-	return fmt.Sprintf("mysqllease.WithLeaseConns(%d)", int(o))
-}
 
 // WithLeaseConns sets how many connections carry lease traffic (default
 // [DefaultLeaseConns]; 1 to 64): the size of the pool [Open] keeps for

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,27 +128,6 @@ func assertNoFile(t *testing.T, path string) {
 	t.Helper()
 	_, err := os.Stat(path)
 	assert.Truef(t, errors.Is(err, fs.ErrNotExist), "%s exists (stat error %v); the SQLite file must not be opened", path, err)
-}
-
-// waitGoroutines waits until the number of goroutines is at most n, and
-// fails the test if it stays above for 5 s. It polls on the test's own
-// goroutine: testify's Eventually runs its condition on a goroutine of its
-// own, which would count.
-func waitGoroutines(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > n {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines: %d, baseline %d\n%s", runtime.NumGoroutine(), n, stacks())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// stacks returns the stacks of all goroutines.
-func stacks() string {
-	b := make([]byte, 1<<20)
-	return string(b[:runtime.Stack(b, true)])
 }
 
 // fxtestNew is fxtest.New with fx's log silenced.

@@ -18,11 +18,8 @@ const (
 )
 
 // An Option configures [Open]. Options are values: the same Option may be
-// given to any number of Open calls. String describes the option, for logs.
-type Option interface {
-	apply(*config)
-	String() string
-}
+// given to any number of Open calls.
+type Option interface{ apply(*config) }
 
 // config is what the options set.
 type config struct {
@@ -55,7 +52,6 @@ func AllowNetworkFS() Option { return allowNetworkFS{} }
 type allowNetworkFS struct{}
 
 func (allowNetworkFS) apply(c *config) { c.allowNetworkFS = true }
-func (allowNetworkFS) String() string  { return "sqlitelease.AllowNetworkFS()" }
 
 // WithBusyTimeout sets SQLite's busy_timeout on every connection: how long a
 // statement waits for another connection's lock before SQLite gives up with
@@ -70,9 +66,6 @@ func WithBusyTimeout(d time.Duration) Option { return busyTimeout(d) }
 type busyTimeout time.Duration
 
 func (o busyTimeout) apply(c *config) { c.busyTimeout = time.Duration(o) }
-func (o busyTimeout) String() string {
-	return fmt.Sprintf("sqlitelease.WithBusyTimeout(%v)", time.Duration(o))
-}
 
 // WithWatchInterval sets how often the store polls the file for changes by
 // other processes while candidates watch for releases: the cross-process
@@ -83,6 +76,3 @@ func WithWatchInterval(d time.Duration) Option { return watchInterval(d) }
 type watchInterval time.Duration
 
 func (o watchInterval) apply(c *config) { c.watchInterval = time.Duration(o) }
-func (o watchInterval) String() string {
-	return fmt.Sprintf("sqlitelease.WithWatchInterval(%v)", time.Duration(o))
-}

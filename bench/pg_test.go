@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/pgsql"
 	"github.com/leaderaware/leaderaware/pglease"
 )
 
@@ -21,9 +22,10 @@ import (
 // a small pool of its own with the same connection settings), in a schema of
 // its own that it drops at the end:
 //
-//	impl=sql    the statements the store runs, run bare: the floor. Goal:
-//	            the store costs at most 1.3× it; the rest is the server
-//	            round trip.
+//	impl=sql    the statements the store runs (internal/pgsql, the same
+//	            text), run bare in the same order: the floor. Goal: the
+//	            store costs at most 1.3× it; the rest is the server round
+//	            trip.
 //	impl=v1     the statements of the model the store replaced (expiry
 //	            timestamps by the server's now(), commit aa3ab47), run bare
 //	            on a table of the old layout, in the order the old store ran
@@ -36,11 +38,11 @@ import (
 // Sub-benchmarks:
 //
 //	acquire       a takeover: TryAcquire of the lease the candidate observed,
-//	              one statement (v1: of an expired lease, a SELECT, then the
-//	              upsert)
-//	acquire-held  TryAcquire of a lease held by another (what waiting
-//	              candidates do): the same statement, which answers from its
-//	              read (v1: the SELECT only)
+//	              one statement, the compare-and-set (v1: of an expired
+//	              lease, a SELECT, then the upsert)
+//	acquire-held  TryAcquire of a lease held by another, without an
+//	              observed lease (what waiting candidates do): the SELECT of
+//	              Get, which answers it (v1: its SELECT only)
 //	renew         Renew of the held lease: one UPDATE
 //	get           Get: one SELECT
 func BenchmarkPGStore(b *testing.B) {
@@ -65,30 +67,8 @@ func BenchmarkPGStore(b *testing.B) {
 	pool, table := s.Pool(), s.Table()
 	v1Table := pgx.Identifier{schema, "bench_lease_v1"}.Sanitize()
 
-	// The statements pglease runs: copies of sqlAcquire, sqlRenew and
-	// sqlGet as Store.prepareSQL in pglease/store.go sets them (the package
-	// does not export them). Keep them in step with the store.
-	var (
-		sqlAcquire = `WITH cur AS (
-	SELECT holder, token, version, ttl_us, written_at, released FROM ` + table + ` WHERE name = $1
-), won AS (
-	INSERT INTO ` + table + ` AS l (name, holder, token, version, ttl_us, released, written_at)
-	SELECT $1, $2::text, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 1, $3::bigint, false, now()
-	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT released AND NOT (token = $4 AND version = $5))
-	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token),
-		version = l.version + 1, ttl_us = excluded.ttl_us, released = false, written_at = excluded.written_at
-	WHERE l.released OR (l.token = $4 AND l.version = $5)
-	RETURNING holder, token, version, ttl_us, written_at
-)
-SELECT true, holder, token, version, ttl_us, written_at FROM won
-UNION ALL
-SELECT false, holder, token, version, ttl_us, written_at FROM cur
-WHERE NOT released AND NOT (token = $4 AND version = $5)`
-		sqlRenew = `UPDATE ` + table + ` SET version = version + 1, ttl_us = $4, written_at = now()
-WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
-RETURNING version, ttl_us, written_at`
-		sqlGet = `SELECT holder, token, version, ttl_us, written_at FROM ` + table + ` WHERE name = $1 AND NOT released`
-	)
+	// The statements pglease runs, the very text of its store.
+	st := pgsql.For(table)
 	// The model pglease replaced, as of commit aa3ab47: the table of
 	// migrations[0] in pglease/schema.go, and sqlRead, sqlUpsert, sqlRenew
 	// and sqlGet as Store.prepareSQL in pglease/store.go set them (git show
@@ -131,11 +111,22 @@ RETURNING expires_at`
 		written, expiresAt    time.Time
 		live                  bool
 	)
-	// pgAcquire runs the new statement as the store does (observed: the
-	// lease the candidate watched, zero for none), sets won, and returns
-	// the lease it won or found.
+	// pgAcquire runs what TryAcquire runs (observed: the lease the
+	// candidate watched, zero for none): without an observed lease the read
+	// of Get, which answers a held lease; for a free or observed lease the
+	// compare-and-set. It sets won and returns the lease it won or found.
 	pgAcquire := func(name, candidate string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
-		err := pool.QueryRow(ctx, sqlAcquire, name, candidate, ttl.Microseconds(), int64(observed.Token), int64(observed.Version)).
+		if observed.Token == 0 {
+			err := pool.QueryRow(ctx, st.Get, name).Scan(&holder, &token, &version, &ttlUS, &written)
+			if err == nil {
+				won = false
+				return elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version), TTL: time.Duration(ttlUS) * time.Microsecond}, nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return elector.Lease{}, err
+			}
+		}
+		err := pool.QueryRow(ctx, st.Acquire, name, candidate, ttl.Microseconds(), int64(observed.Token), int64(observed.Version)).
 			Scan(&won, &holder, &token, &version, &ttlUS, &written)
 		return elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version), TTL: time.Duration(ttlUS) * time.Microsecond}, err
 	}
@@ -211,7 +202,7 @@ RETURNING expires_at`
 	})
 	b.Run("renew/impl=sql", func(b *testing.B) {
 		for b.Loop() {
-			if err := pool.QueryRow(ctx, sqlRenew, held.Name, held.Holder, int64(held.Token), long.Microseconds()).Scan(&version, &ttlUS, &written); err != nil {
+			if err := pool.QueryRow(ctx, st.Renew, held.Name, held.Holder, int64(held.Token), long.Microseconds()).Scan(&version, &ttlUS, &written); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -233,7 +224,7 @@ RETURNING expires_at`
 	})
 	b.Run("get/impl=sql", func(b *testing.B) {
 		for b.Loop() {
-			if err := pool.QueryRow(ctx, sqlGet, "held").Scan(&holder, &token, &version, &ttlUS, &written); err != nil {
+			if err := pool.QueryRow(ctx, st.Get, "held").Scan(&holder, &token, &version, &ttlUS, &written); err != nil {
 				b.Fatal(err)
 			}
 		}

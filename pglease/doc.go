@@ -32,17 +32,20 @@
 // records its holder's TTL and a version that every write bumps, and a
 // candidate decides on its own clock that a lease ran out (see the elector
 // package). written_at is for display only. Each operation is one autocommit
-// statement; nothing lives in the session, and there are no session-level
-// advisory locks (they break behind poolers and when a pool recycles a
-// connection):
+// statement (a waiting candidate's TryAcquire of a free lease: two); nothing
+// lives in the session, and there are no session-level advisory locks (they
+// break behind poolers and when a pool recycles a connection):
 //
-//   - TryAcquire reads the lease and, in the same statement, takes it if it
-//     is free or still is the lease the candidate observed: an INSERT ... ON
-//     CONFLICT DO UPDATE ... WHERE released OR (token, version) match. A
-//     lease held and not observed is answered from the read, without a row
-//     lock. The new token is one more than the last and at least the
-//     server's clock in microseconds, so tokens keep growing even if the
-//     rows are deleted or the table truncated.
+//   - TryAcquire without an observed lease (a waiting candidate's) first
+//     reads the lease with a plain SELECT and answers a held lease from it,
+//     without a write. A free lease, or the lease the candidate observed, it
+//     takes with one statement that reads the lease again and takes it if
+//     it still is free or observed: an INSERT ... ON CONFLICT DO UPDATE ...
+//     WHERE released OR (token, version) match; a lease held and not
+//     observed is answered from that read, without a row lock. The new
+//     token is one more than the last and at least the server's clock in
+//     microseconds, so tokens keep growing even if the rows are deleted or
+//     the table truncated.
 //   - Renew is one UPDATE that matches name, holder, token and an unreleased
 //     lease and bumps the version; otherwise it reports
 //     [elector.ErrLeaseLost].
@@ -72,10 +75,16 @@
 // easy to find in pg_stat_activity. Errors name the host, port, database and
 // user, never the password.
 //
-// # Release notifications
+// # Watching leases and release notifications
+//
+// *Store implements [elector.LeaseWatcher]: the candidates waiting on a
+// Store make no calls of their own; one goroutine per Store reads every
+// lease they wait on in one statement per poll (see [Store.WatchLease]).
+// Renewals send no NOTIFY: for 1,000 leases a poll costs the server less
+// than a notification per renewal to every listener would.
 //
 // Release sends NOTIFY on the channel "leaderaware:<schema>.<table>" with the
-// lease name as payload. *Store implements [elector.ReleaseWatcher]: the first
+// lease name as payload. The first [Store.WatchLease] or
 // [Store.WatchRelease] starts one listener per Store (a goroutine and a
 // connection of its own, outside the pool) that wakes the waiting candidates
 // of the released lease, so a handoff between processes takes milliseconds

@@ -60,8 +60,8 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 
 // fencedTx is the transaction of a fenced write, from pgx or database/sql.
 type fencedTx interface {
-	// held reports whether the lease row still holds the term (sqlFence),
-	// locking it FOR SHARE.
+	// held reports whether the lease row still holds the term (the Fence
+	// statement), locking it FOR SHARE.
 	held(ctx context.Context, sql string, l elector.Lease) (bool, error)
 	commit(ctx context.Context) error
 	rollback(ctx context.Context)
@@ -105,7 +105,7 @@ func (s *Store) fenced(ctx context.Context, l elector.Lease, begin func(ctx cont
 		return failed("begin", err)
 	}
 	defer tx.rollback(ctx) // a no-op after commit
-	current, err := tx.held(ctx, s.sqlFence, l)
+	current, err := tx.held(ctx, s.stmts.Fence, l)
 	switch {
 	case err != nil:
 		return failed("check", err)

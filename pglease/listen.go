@@ -33,12 +33,13 @@ const (
 // listener (re)connects, since it may have missed a release meanwhile). The
 // channel is never closed and sends never block. Call stop once done.
 //
-// The first WatchRelease starts the Store's listener: one goroutine with a
-// dedicated connection (outside the pool) that LISTENs on the store's
-// channel, reconnects with backoff after it loses its connection, and stops
-// in [Store.Close]. Until it is connected, and with [WithoutListener], only
-// releases through this Store wake its watchers; callers such as
-// [elector.LeaseElector] poll regardless, so this only makes handoff faster.
+// The first WatchRelease or [Store.WatchLease] starts the Store's listener:
+// one goroutine with a dedicated connection (outside the pool) that LISTENs
+// on the store's channel, reconnects with backoff after it loses its
+// connection, and stops in [Store.Close]. Until it is connected, and with
+// [WithoutListener], only releases through this Store wake its watchers;
+// callers poll regardless, so this only makes handoff faster.
+// [elector.LeaseElector] uses WatchLease, which also hears these releases.
 func (s *Store) WatchRelease(name string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
@@ -48,10 +49,8 @@ func (s *Store) WatchRelease(name string) (<-chan struct{}, func()) {
 		s.watchers[name] = set
 	}
 	set[ch] = struct{}{}
-	if s.listener == nil && s.opts.listen && !s.closed.Load() {
-		s.listener = s.startListener()
-	}
 	s.mu.Unlock()
+	s.startListener()
 	return ch, sync.OnceFunc(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -62,22 +61,23 @@ func (s *Store) WatchRelease(name string) (<-chan struct{}, func()) {
 	})
 }
 
-// poke wakes the watchers of name without blocking.
+// poke tells the watchers of name, without blocking, that it was released.
 func (s *Store) poke(name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for ch := range s.watchers[name] {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+	s.mu.Unlock()
+	s.leaseWatch.released(name)
 }
 
-// pokeAll wakes every watcher without blocking.
+// pokeAll wakes every watcher without blocking, and makes the lease watcher
+// read at once.
 func (s *Store) pokeAll() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, set := range s.watchers {
 		for ch := range set {
 			select {
@@ -86,6 +86,8 @@ func (s *Store) pokeAll() {
 			}
 		}
 	}
+	s.mu.Unlock()
+	s.leaseWatch.pokeLocked()
 }
 
 // listener is the one goroutine of a Store that LISTENs for releases.
@@ -104,8 +106,14 @@ type listener struct {
 	sessions atomic.Int64  // successful LISTENs so far, counted after onListen
 }
 
-// startListener starts the listener goroutine; s.mu is held.
-func (s *Store) startListener() *listener {
+// startListener starts the listener goroutine, unless it runs, the Store
+// has none (WithoutListener) or is closed.
+func (s *Store) startListener() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener != nil || !s.opts.listen || s.closed.Load() {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{
 		cfg:       s.leases.Config().ConnConfig,
@@ -119,7 +127,7 @@ func (s *Store) startListener() *listener {
 		done:      make(chan struct{}),
 	}
 	go l.run(ctx)
-	return l
+	s.listener = l
 }
 
 // stop stops the listener and waits until its goroutine and connection are

@@ -195,9 +195,11 @@ func channelName(schema, table string) string {
 	return "leaderaware:" + strconv.FormatUint(h.Sum64(), 16)
 }
 
-// Close stops the listener and waits for it, then closes the lease pool,
-// and the pool of [Store.Pool] if [Open] made it. Operations after Close return [ErrClosed]. Close is idempotent
-// and always returns nil; it is an error so that Store fits io.Closer.
+// Close stops the listener and the lease watcher and waits for them, then
+// closes the lease pool, and the pool of [Store.Pool] if [Open] made it.
+// Operations after Close return [ErrClosed]; channels of [Store.WatchLease]
+// receive nothing more. Close is idempotent and always returns nil; it is
+// an error so that Store fits io.Closer.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -207,6 +209,7 @@ func (s *Store) Close() error {
 		if l != nil {
 			l.stop()
 		}
+		s.leaseWatch.close()
 		s.leases.Close()
 		if s.ownsPool {
 			s.pool.Close()

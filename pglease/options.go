@@ -26,22 +26,17 @@ const maxIdentLen = 63
 // versionSuffix names the schema version table after the lease table.
 const versionSuffix = "_version"
 
-// An Option configures [Open] and [New]. Options are values: they can be
-// kept, compared by their String and passed to many stores.
-type Option interface {
-	apply(*options)
-	// String describes the option the way it is written in Go.
-	String() string
-}
+// An Option configures [Open] and [New]. Options are values: the same
+// Option may be given to any number of stores.
+type Option interface{ apply(*options) }
 
 // options is what the Options set.
 type options struct {
-	schema   string
-	table    string
-	appName  string // "" keeps the DSN's, or DefaultApplicationName
-	listen   bool
-	logger   *slog.Logger
-	optNames []string
+	schema  string
+	table   string
+	appName string // "" keeps the DSN's, or DefaultApplicationName
+	listen  bool
+	logger  *slog.Logger
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -51,7 +46,6 @@ func buildOptions(opts []Option) (options, error) {
 			continue
 		}
 		opt.apply(&o)
-		o.optNames = append(o.optNames, opt.String())
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
@@ -80,7 +74,6 @@ func validIdent(what, name string, maxLen int) error {
 type schemaOption string
 
 func (o schemaOption) apply(opts *options) { opts.schema = string(o) }
-func (o schemaOption) String() string      { return fmt.Sprintf("pglease.WithSchema(%q)", string(o)) }
 
 // WithSchema puts the lease table in schema (default [DefaultSchema]). The
 // store creates the schema if it does not exist. Stores that must not see
@@ -91,7 +84,6 @@ func WithSchema(schema string) Option { return schemaOption(schema) }
 type tableOption string
 
 func (o tableOption) apply(opts *options) { opts.table = string(o) }
-func (o tableOption) String() string      { return fmt.Sprintf("pglease.WithTable(%q)", string(o)) }
 
 // WithTable names the lease table (default [DefaultTable]); its schema
 // version record lives in the table name + "_version". The name is quoted,
@@ -101,9 +93,6 @@ func WithTable(table string) Option { return tableOption(table) }
 type appNameOption string
 
 func (o appNameOption) apply(opts *options) { opts.appName = string(o) }
-func (o appNameOption) String() string {
-	return fmt.Sprintf("pglease.WithApplicationName(%q)", string(o))
-}
 
 // WithApplicationName sets the application_name of the connections that
 // [Open] makes, overriding the DSN's (default: the DSN's, or
@@ -115,7 +104,6 @@ func WithApplicationName(name string) Option { return appNameOption(name) }
 type noListenerOption struct{}
 
 func (noListenerOption) apply(opts *options) { opts.listen = false }
-func (noListenerOption) String() string      { return "pglease.WithoutListener()" }
 
 // WithoutListener turns off the LISTEN connection. [Store.WatchRelease] then
 // reports only releases made through the same Store, and candidates in other
@@ -127,7 +115,6 @@ func WithoutListener() Option { return noListenerOption{} }
 type loggerOption struct{ l *slog.Logger }
 
 func (o loggerOption) apply(opts *options) { opts.logger = o.l }
-func (o loggerOption) String() string      { return "pglease.WithLogger(...)" }
 
 // WithLogger sets where the store reports what it cannot return as an error:
 // the listener losing its connection and reconnecting. Default: nowhere.

@@ -2,7 +2,6 @@ package pglease
 
 import (
 	"context"
-	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -13,21 +12,6 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 )
-
-func TestOptionString(t *testing.T) {
-	for _, tt := range []struct {
-		opt  Option
-		want string
-	}{
-		{WithSchema("s"), `pglease.WithSchema("s")`},
-		{WithTable("t"), `pglease.WithTable("t")`},
-		{WithApplicationName("app"), `pglease.WithApplicationName("app")`},
-		{WithoutListener(), `pglease.WithoutListener()`},
-		{WithLogger(slog.Default()), `pglease.WithLogger(...)`},
-	} {
-		assert.Equal(t, tt.want, tt.opt.String())
-	}
-}
 
 // TestOptionsRefuseBadNames proves that bad identifiers are refused before
 // anything connects, with an error naming the value.
@@ -44,7 +28,7 @@ func TestOptionsRefuseBadNames(t *testing.T) {
 		{WithTable("nul\x00"), "NUL"},
 	} {
 		_, err := Open(context.Background(), "postgres://nobody@127.0.0.1:1/none", tt.opt)
-		require.Error(t, err, "%v", tt.opt)
+		require.Error(t, err, "want an error containing %q", tt.want)
 		assert.Contains(t, err.Error(), tt.want)
 	}
 }

@@ -98,7 +98,7 @@ func (s *Store) List(ctx context.Context) ([]LeaseRow, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	rows, err := s.pool.Query(ctx, `SELECT name, holder, token, version, ttl_us, released, written_at FROM `+s.table+` ORDER BY name`)
+	rows, err := s.pool.Query(ctx, s.stmts.List)
 	if err != nil {
 		return nil, s.listErr(err)
 	}

@@ -18,18 +18,22 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
 // Store is an [elector.Store] on one PostgreSQL lease table. It never
 // compares timestamps: a lease row records its holder's TTL and a version
 // that every write bumps, and candidates measure leases on their own clocks.
-// Every lease operation is one autocommit statement; nothing the leases
-// depend on lives in the session (no session-level advisory locks), so a
-// Store survives reconnects and pool recycling.
+// Every lease operation is one autocommit statement (a waiting candidate's
+// TryAcquire of a free lease: two); nothing the leases depend on lives in
+// the session (no session-level advisory locks), so a Store survives
+// reconnects and pool recycling.
 //
-// Store also implements [elector.ReleaseWatcher]: Release sends a NOTIFY,
-// and one listener connection per Store wakes the candidates waiting in any
-// process (see [Store.WatchRelease]).
+// Store also implements [elector.LeaseWatcher]: one goroutine per Store
+// reads every lease its candidates wait on in one statement per poll (see
+// [Store.WatchLease]). It implements [elector.ReleaseWatcher] too: Release
+// sends a NOTIFY, and one listener connection per Store wakes the candidates
+// waiting in any process (see [Store.WatchRelease]).
 //
 // A Store is safe for concurrent use. Close it when done.
 type Store struct {
@@ -44,7 +48,7 @@ type Store struct {
 	target              string   // host, port, database and user, for errors
 	secrets             []string // masked in every error and log message
 
-	sqlAcquire, sqlRenew, sqlRelease, sqlGet, sqlFence string
+	stmts pgsql.Statements // on table
 
 	// listenKeepAlive is the listener's keepAlive: listenKeepAlive, shorter
 	// in tests.
@@ -55,8 +59,10 @@ type Store struct {
 
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{} // by lease name
-	listener *listener                             // started by the first WatchRelease
+	listener *listener                             // started by the first WatchRelease or WatchLease
 	stamps   map[string]stamp                      // by lease name, for fenced writes
+
+	leaseWatch leaseWatch // the WatchLease goroutine and its watchers
 }
 
 // stamp is the last successful acquire or renew of a lease through this
@@ -71,6 +77,7 @@ type stamp struct {
 var _ interface {
 	elector.Store
 	elector.ReleaseWatcher
+	elector.LeaseWatcher
 } = (*Store)(nil)
 
 // Pool returns the pool for fenced writes and other work of the jobs: the
@@ -84,52 +91,23 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // to use in SQL.
 func (s *Store) Table() string { return s.table }
 
-func (s *Store) prepareSQL() {
-	t := s.table
-	// cur reads the row in the statement's snapshot. If it shows a lease
-	// held and not observed, that row is the answer: no insert is tried, so
-	// no row lock is taken or waited for. Otherwise the upsert is the
-	// compare-and-set, checked again on the latest row; if that finds the
-	// row changed, the statement returns no row.
-	s.sqlAcquire = `WITH cur AS (
-	SELECT holder, token, version, ttl_us, written_at, released FROM ` + t + ` WHERE name = $1
-), won AS (
-	INSERT INTO ` + t + ` AS l (name, holder, token, version, ttl_us, released, written_at)
-	SELECT $1, $2::text, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 1, $3::bigint, false, now()
-	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT released AND NOT (token = $4 AND version = $5))
-	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token),
-		version = l.version + 1, ttl_us = excluded.ttl_us, released = false, written_at = excluded.written_at
-	WHERE l.released OR (l.token = $4 AND l.version = $5)
-	RETURNING holder, token, version, ttl_us, written_at
-)
-SELECT true, holder, token, version, ttl_us, written_at FROM won
-UNION ALL
-SELECT false, holder, token, version, ttl_us, written_at FROM cur
-WHERE NOT released AND NOT (token = $4 AND version = $5)`
-	s.sqlRenew = `UPDATE ` + t + ` SET version = version + 1, ttl_us = $4, written_at = now()
-WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
-RETURNING version, ttl_us, written_at`
-	s.sqlRelease = `WITH released AS (
-	UPDATE ` + t + ` SET released = true, version = version + 1, written_at = now()
-	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
-	RETURNING name
-)
-SELECT released.name FROM released, LATERAL pg_notify($4, released.name)`
-	s.sqlGet = `SELECT holder, token, version, ttl_us, written_at FROM ` + t + ` WHERE name = $1 AND NOT released`
-	s.sqlFence = `SELECT true FROM ` + t + `
-WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released FOR SHARE`
-}
+// prepareSQL sets the statements on the store's table.
+func (s *Store) prepareSQL() { s.stmts = pgsql.For(s.table) }
 
-// acquireAttempts bounds how often TryAcquire runs its statement when the
-// lease changes between the statement's read and its compare-and-set.
+// acquireAttempts bounds how often TryAcquire looks at the lease again
+// when it changes between a read and the compare-and-set.
 const acquireAttempts = 5
 
-// TryAcquire implements [elector.Store]. One statement reads the lease and,
-// if it is free or still is observed, takes it with a compare-and-set. The
+// TryAcquire implements [elector.Store]. Without an observed lease (the
+// call of a waiting candidate) it first reads the lease with a plain
+// SELECT, the statement of Get, and answers a held lease from that read,
+// without a write or a row lock. A free lease (no row, or released), or an
+// observed one, it takes with one statement that reads the lease again and
+// takes it with a compare-and-set if it is still free or observed, and
+// otherwise answers from that read; so a takeover is one round trip. The
 // new token is larger than the last one and than the server's clock in
 // microseconds, so tokens keep growing even after the lease rows are
-// deleted. A lease held and not observed is answered from the read, without
-// a row lock; a takeover waits for a fenced write in progress on the lease
+// deleted. A takeover waits for a fenced write in progress on the lease
 // (see [Store.FencedLease]).
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := s.check(name, ttl); err != nil {
@@ -138,11 +116,23 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	if err := elector.ValidateHolder(holder); err != nil {
 		return elector.Lease{}, fmt.Errorf("pglease: %w", err)
 	}
-	args := []any{name, holder, micros(ttl), int64(observed.Token), int64(observed.Version)}
+	var args []any // of the compare-and-set, made when it first runs
 	for range acquireAttempts {
-		var won bool
+		if observed.Token == 0 {
+			l, _, err := s.scanLease(ctx, true, name, s.stmts.Get, []any{name}, false)
+			switch {
+			case err == nil:
+				return elector.Lease{}, &elector.HeldError{Lease: l}
+			case !errors.Is(err, pgx.ErrNoRows):
+				return elector.Lease{}, s.opErr("acquire", name, err)
+			}
+			// Free: take it.
+		}
+		if args == nil {
+			args = []any{name, holder, micros(ttl), int64(observed.Token), int64(observed.Version)}
+		}
 		start := clock.Now()
-		l, err := s.scanLease(ctx, false, name, s.sqlAcquire, args, &won)
+		l, won, err := s.scanLease(ctx, false, name, s.stmts.Acquire, args, true)
 		switch {
 		case err == nil && won:
 			s.stamp(l, start)
@@ -152,8 +142,8 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		case !errors.Is(err, pgx.ErrNoRows):
 			return elector.Lease{}, s.opErr("acquire", name, err)
 		}
-		// The lease changed between the read and the compare-and-set: look
-		// again.
+		// The lease changed between the statement's read and its
+		// compare-and-set: look again.
 	}
 	return elector.Lease{}, fmt.Errorf("pglease: acquire lease %q: it changed %d times during the call; try again", name, acquireAttempts)
 }
@@ -166,13 +156,18 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	if err := s.check(l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	r := l
-	var version, ttlUS int64
+	var row struct { // one allocation, as in scanLease
+		version, ttlUS int64
+		written        time.Time
+		dest           [3]any
+	}
+	row.dest = [3]any{&row.version, &row.ttlUS, &row.written}
 	start := clock.Now()
-	err := s.queryRow(ctx, true, s.sqlRenew, []any{l.Name, l.Holder, int64(l.Token), micros(ttl)}, &version, &ttlUS, &r.Written)
+	err := s.queryRow(ctx, true, s.stmts.Renew, []any{l.Name, l.Holder, int64(l.Token), micros(ttl)}, row.dest[:]...)
 	switch {
 	case err == nil:
-		r.Version, r.TTL = uint64(version), fromMicros(ttlUS)
+		r := l
+		r.Version, r.TTL, r.Written = uint64(row.version), fromMicros(row.ttlUS), row.written
 		s.stamp(r, start)
 		return r, nil
 	case errors.Is(err, pgx.ErrNoRows):
@@ -192,7 +187,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 		return err
 	}
 	var released string
-	err := s.queryRow(ctx, true, s.sqlRelease, []any{l.Name, l.Holder, int64(l.Token), s.channel}, &released)
+	err := s.queryRow(ctx, true, s.stmts.Release, []any{l.Name, l.Holder, int64(l.Token), s.channel}, &released)
 	switch {
 	case err == nil:
 		s.mu.Lock()
@@ -215,7 +210,7 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	if err := s.check(name, time.Second); err != nil {
 		return elector.Lease{}, err
 	}
-	l, err := s.scanLease(ctx, true, name, s.sqlGet, []any{name})
+	l, _, err := s.scanLease(ctx, true, name, s.stmts.Get, []any{name}, false)
 	switch {
 	case err == nil:
 		return l, nil
@@ -226,14 +221,25 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	}
 }
 
-// scanLease runs a statement whose row ends in holder, token, version,
-// ttl_us and written_at, after the columns that first point to.
-func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, first ...any) (elector.Lease, error) {
-	l := elector.Lease{Name: name}
-	var token, version, ttlUS int64
-	err := s.queryRow(ctx, idempotent, sql, args, append(first, &l.Holder, &token, &version, &ttlUS, &l.Written)...)
-	l.Token, l.Version, l.TTL = uint64(token), uint64(version), fromMicros(ttlUS)
-	return l, err
+// scanLease runs a statement whose row is holder, token, version, ttl_us
+// and written_at, after won if withWon (the Acquire statement). The
+// columns and the destinations pgx scans them into share one allocation.
+func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, withWon bool) (l elector.Lease, won bool, err error) {
+	var r struct {
+		won                   bool
+		holder                string
+		token, version, ttlUS int64
+		written               time.Time
+		dest                  [6]any
+	}
+	r.dest = [6]any{&r.won, &r.holder, &r.token, &r.version, &r.ttlUS, &r.written}
+	dest := r.dest[1:]
+	if withWon {
+		dest = r.dest[:]
+	}
+	err = s.queryRow(ctx, idempotent, sql, args, dest...)
+	l = elector.Lease{Name: name, Holder: r.holder, Token: uint64(r.token), Version: uint64(r.version), TTL: fromMicros(r.ttlUS), Written: r.written}
+	return l, r.won, err
 }
 
 // stamp records that this Store acquired or renewed l in a call that

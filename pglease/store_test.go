@@ -121,3 +121,33 @@ func TestJobsDoNotStarveRenewals(t *testing.T) {
 	require.NoError(t, err, "an acquire must not wait for job queries")
 	assert.Less(t, time.Since(start), time.Second)
 }
+
+// TestWaitingAcquireOnlyReads proves that a waiting candidate's TryAcquire
+// (no observed lease) of a held lease is a plain read: it answers with the
+// holder while another transaction holds the lease table in SHARE mode,
+// which blocks every write to it. A statement that may write, even one that
+// ends up changing nothing, waits for that lock, as the takeover does.
+func TestWaitingAcquireOnlyReads(t *testing.T) {
+	s := openStore(t, WithSchema(freshSchema(t)))
+	held, err := s.TryAcquire(testCtx(t), "held", "leader", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	tx, err := rawConn(t).Begin(testCtx(t))
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(testCtx(t)) }()
+	_, err = tx.Exec(testCtx(t), "LOCK TABLE "+s.Table()+" IN SHARE MODE")
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
+	defer cancel()
+	_, err = s.TryAcquire(ctx, "held", "candidate", time.Minute, elector.Lease{})
+	var heldErr *elector.HeldError
+	require.ErrorAs(t, err, &heldErr, "a held lease is answered without waiting for the table lock")
+	assert.Equal(t, [3]any{held.Holder, held.Token, held.Version},
+		[3]any{heldErr.Lease.Holder, heldErr.Lease.Token, heldErr.Lease.Version})
+
+	ctx, cancel = context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	_, err = s.TryAcquire(ctx, "held", "candidate", time.Minute, held)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the takeover, a write, waits for the table lock")
+}

@@ -1,0 +1,86 @@
+// Package pgsql holds the statements pglease runs; it is internal so that
+// bench measures the very same text.
+package pgsql
+
+// Statements are the lease statements on one lease table. Every statement
+// but Watch and List takes the lease name as $1.
+type Statements struct {
+	// Get reads the unreleased lease of $1: holder, token, version, ttl_us
+	// and written_at. No row means the lease is free (never taken, or
+	// released). TryAcquire without an observed lease runs it first and
+	// answers a held lease from it, without a write.
+	Get string
+
+	// Acquire is TryAcquire's compare-and-set for holder $2 with TTL $3
+	// microseconds, given the observed token $4 and version $5 (0 and 0 for
+	// none). It reads the row in the statement's snapshot; if that shows a
+	// lease held and not observed, that row is the answer: no insert is
+	// tried, so no row lock is taken or waited for. Otherwise the upsert is
+	// the compare-and-set, checked again on the latest row. It returns won
+	// (true: the new term; false: the lease found held) and then holder,
+	// token, version, ttl_us and written_at, or no row if the compare-and-set
+	// found the row changed since the snapshot. The new token is larger than
+	// the last one and than the server's clock in microseconds.
+	Acquire string
+
+	// Renew records TTL $4 microseconds and bumps the version if holder $2
+	// and token $3 still hold the unreleased lease; it returns version,
+	// ttl_us and written_at, or no row.
+	Renew string
+
+	// Release marks the lease of holder $2 and token $3 released and sends a
+	// NOTIFY on channel $4 with the lease name as payload; it returns the
+	// name, or no row if that term no longer holds the lease.
+	Release string
+
+	// Fence, inside a fenced transaction, returns true and locks the lease
+	// row (FOR SHARE) if holder $2 and token $3 still hold the unreleased
+	// lease; no row otherwise.
+	Fence string
+
+	// Watch reads the unreleased leases among the names in the text array
+	// $1: name, holder, token, version, ttl_us and written_at; a name
+	// without a row is free. The lease watcher runs it once per poll.
+	Watch string
+
+	// List reads every lease, held or released, in name order: name,
+	// holder, token, version, ttl_us, released and written_at. It takes no
+	// arguments.
+	List string
+}
+
+// For returns the statements on table, a quoted and schema-qualified name
+// such as pglease's Store.Table returns.
+func For(table string) Statements {
+	return Statements{
+		Get: `SELECT holder, token, version, ttl_us, written_at FROM ` + table + ` WHERE name = $1 AND NOT released`,
+		Acquire: `WITH cur AS (
+	SELECT holder, token, version, ttl_us, written_at, released FROM ` + table + ` WHERE name = $1
+), won AS (
+	INSERT INTO ` + table + ` AS l (name, holder, token, version, ttl_us, released, written_at)
+	SELECT $1, $2::text, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 1, $3::bigint, false, now()
+	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT released AND NOT (token = $4 AND version = $5))
+	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token),
+		version = l.version + 1, ttl_us = excluded.ttl_us, released = false, written_at = excluded.written_at
+	WHERE l.released OR (l.token = $4 AND l.version = $5)
+	RETURNING holder, token, version, ttl_us, written_at
+)
+SELECT true, holder, token, version, ttl_us, written_at FROM won
+UNION ALL
+SELECT false, holder, token, version, ttl_us, written_at FROM cur
+WHERE NOT released AND NOT (token = $4 AND version = $5)`,
+		Renew: `UPDATE ` + table + ` SET version = version + 1, ttl_us = $4, written_at = now()
+WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
+RETURNING version, ttl_us, written_at`,
+		Release: `WITH released AS (
+	UPDATE ` + table + ` SET released = true, version = version + 1, written_at = now()
+	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
+	RETURNING name
+)
+SELECT released.name FROM released, LATERAL pg_notify($4, released.name)`,
+		Fence: `SELECT true FROM ` + table + `
+WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released FOR SHARE`,
+		Watch: `SELECT name, holder, token, version, ttl_us, written_at FROM ` + table + ` WHERE name = ANY($1) AND NOT released`,
+		List:  `SELECT name, holder, token, version, ttl_us, released, written_at FROM ` + table + ` ORDER BY name`,
+	}
+}

@@ -137,20 +137,24 @@ func benchTakeover(names []string, acquire func(name string, observed elector.Le
 			}
 			leases[i] = l
 		}
-		i := 0
+		k := 0
 		for b.Loop() {
-			k := i % len(names)
 			l, err := acquire(names[k], leases[k])
-			if held := (*elector.HeldError)(nil); errors.As(err, &held) {
+			if err != nil {
 				// Another run of this benchmark (-count) took it over
-				// since: take over what it left.
-				l, err = acquire(names[k], held.Lease)
+				// since: take over what it left. (held is declared only
+				// here: its address escapes, so it allocates.)
+				if held := (*elector.HeldError)(nil); errors.As(err, &held) {
+					l, err = acquire(names[k], held.Lease)
+				}
 			}
 			if err != nil {
 				b.Fatal(err)
 			}
 			leases[k] = l
-			i++
+			if k++; k == len(names) { // not k % len(names): a division costs as much as a map access
+				k = 0
+			}
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 // value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
 	mu       sync.Mutex
-	leases   map[string]memoryLease                 // never deleted: tokens never reset
+	leases   map[string]*memoryLease                // updated in place, never deleted: tokens never reset
 	watchers map[string]map[*chan struct{}]struct{} // by lease name
 	states   map[string]map[*chan Lease]struct{}    // by lease name
 }
@@ -29,7 +29,7 @@ type memoryLease struct {
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
-		leases:   make(map[string]memoryLease),
+		leases:   make(map[string]*memoryLease),
 		watchers: make(map[string]map[*chan struct{}]struct{}),
 		states:   make(map[string]map[*chan Lease]struct{}),
 	}
@@ -45,14 +45,18 @@ func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl t
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur, ok := m.leases[name]
-	if ok && !cur.released && !cur.Lease.Is(observed) {
+	cur := m.leases[name]
+	switch {
+	case cur == nil:
+		cur = new(memoryLease)
+		m.leases[name] = cur
+	case !cur.released && !cur.Is(observed):
 		return Lease{}, &HeldError{Lease: cur.Lease}
 	}
-	l := Lease{Name: name, Holder: holder, Token: cur.Token + 1, Version: cur.Version + 1, TTL: ttl, Written: clock.Wall()}
-	m.leases[name] = memoryLease{Lease: l}
-	m.sendState(name, l)
-	return l, nil
+	cur.Lease = Lease{Name: name, Holder: holder, Token: cur.Token + 1, Version: cur.Version + 1, TTL: ttl, Written: clock.Wall()}
+	cur.released = false
+	m.sendState(name, &cur.Lease)
+	return cur.Lease, nil
 }
 
 // Renew implements [Store].
@@ -62,15 +66,14 @@ func (m *MemoryStore) Renew(ctx context.Context, l Lease, ttl time.Duration) (Le
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur, ok := m.current(l)
-	if !ok {
+	cur := m.current(l)
+	if cur == nil {
 		return Lease{}, fmt.Errorf("renew lease %q token %d: %w", l.Name, l.Token, ErrLeaseLost)
 	}
 	cur.Version++
 	cur.TTL, cur.Written = ttl, clock.Wall()
-	m.leases[l.Name] = memoryLease{Lease: cur}
-	m.sendState(l.Name, cur)
-	return cur, nil
+	m.sendState(l.Name, &cur.Lease)
+	return cur.Lease, nil
 }
 
 // Release implements [Store]. It wakes the watchers of the lease.
@@ -80,14 +83,14 @@ func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur, ok := m.current(l)
-	if !ok {
+	cur := m.current(l)
+	if cur == nil {
 		return nil
 	}
 	cur.Version++
 	cur.Written = clock.Wall()
-	m.leases[l.Name] = memoryLease{Lease: cur, released: true}
-	m.sendState(l.Name, Lease{})
+	cur.released = true
+	m.sendState(l.Name, &Lease{})
 	for ch := range m.watchers[l.Name] {
 		select {
 		case *ch <- struct{}{}:
@@ -98,13 +101,13 @@ func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
 }
 
 // current returns the stored lease if l (its token and holder) is still
-// its current, unreleased term.
-func (m *MemoryStore) current(l Lease) (Lease, bool) {
-	cur, ok := m.leases[l.Name]
-	if !ok || cur.released || cur.Token != l.Token || cur.Holder != l.Holder {
-		return Lease{}, false
+// its current, unreleased term, and nil otherwise.
+func (m *MemoryStore) current(l Lease) *memoryLease {
+	cur := m.leases[l.Name]
+	if cur == nil || cur.released || cur.Token != l.Token || cur.Holder != l.Holder {
+		return nil
 	}
-	return cur.Lease, true
+	return cur
 }
 
 // Get implements [Store].
@@ -114,8 +117,8 @@ func (m *MemoryStore) Get(ctx context.Context, name string) (Lease, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur, ok := m.leases[name]
-	if !ok || cur.released {
+	cur := m.leases[name]
+	if cur == nil || cur.released {
 		return Lease{}, fmt.Errorf("lease %q: %w", name, ErrNoLease)
 	}
 	return cur.Lease, nil
@@ -170,15 +173,15 @@ func (m *MemoryStore) WatchLease(name string, every time.Duration) (<-chan Lease
 	}
 }
 
-// sendState hands l, the new state of name, to its state watchers, each
+// sendState hands *l, the new state of name, to its state watchers, each
 // keeping only the latest. m.mu is held.
-func (m *MemoryStore) sendState(name string, l Lease) {
+func (m *MemoryStore) sendState(name string, l *Lease) {
 	for ch := range m.states[name] {
 		select {
 		case <-*ch: // drop the state it has not read
 		default:
 		}
-		*ch <- l // never blocks: the buffer is empty and only we send
+		*ch <- *l // never blocks: the buffer is empty and only we send
 	}
 }
 

@@ -154,13 +154,24 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 	var lastErr error
 	timer := time.NewTimer(clock.Until(next))
 	defer timer.Stop()
+	// expiry closes the trust window on time even if the store does not
+	// return when a renewal's context ends. It is armed only during store
+	// calls; one timer serves them all.
+	expiry := time.AfterFunc(time.Hour, func() {
+		if ctx.Err() == nil {
+			t.end(ErrLeaseExpired)
+		}
+	})
+	expiry.Stop()
+	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		}
-		if !clock.Now().Before(trustUntil) {
+		start := clock.Now()
+		if !start.Before(trustUntil) {
 			if lastErr != nil {
 				t.end(fmt.Errorf("%w (last renewal: %v)", ErrLeaseExpired, lastErr))
 			} else {
@@ -168,28 +179,21 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 			}
 			return
 		}
-		start := clock.Now()
-		trustCtx, cancelTrust := context.WithTimeout(ctx, trustUntil.Sub(start))
-		// The trust window closes on time even if the store does not return
-		// when trustCtx ends.
-		stopExpiry := context.AfterFunc(trustCtx, func() {
-			if ctx.Err() == nil {
-				t.end(ErrLeaseExpired)
-			}
-		})
+		trust := trustUntil.Sub(start)
+		expiry.Reset(trust)
 		// One attempt never takes the whole window: a call stuck on a dead
 		// connection leaves time to retry on another.
-		rctx, cancel := context.WithTimeout(trustCtx, t.renewEvery)
+		rctx, cancel := context.WithTimeout(ctx, min(t.renewEvery, trust))
 		l, err := t.store.Renew(rctx, t.Lease(), t.ttl)
 		cancel()
-		stopExpiry()
-		cancelTrust()
+		expiry.Stop()
 		select {
 		case <-t.done:
 			return // expired (or resigned) while the store had the call
 		default:
 		}
-		t.elector.observeOp(OpRenew, t.token, start, clock.Now(), err)
+		end := clock.Now()
+		t.elector.observeOp(OpRenew, t.token, start, end, err)
 		switch {
 		case err == nil:
 			trustUntil = trustedUntil(start, t.ttl)
@@ -203,11 +207,11 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 			t.end(err)
 			return
 		default:
-			next, lastErr = clock.Now().Add(retryEvery), err
+			next, lastErr = end.Add(retryEvery), err
 		}
 		if trustUntil.Before(next) {
 			next = trustUntil
 		}
-		timer.Reset(clock.Until(next))
+		timer.Reset(next.Sub(end))
 	}
 }

@@ -68,7 +68,7 @@ func jobConfig(base elector.Config, opts []decorator.Option) elector.Config {
 func checkHolder(opts []decorator.Option) error {
 	for _, o := range opts {
 		if e, ok := o.(electorOption); ok && e.cfg.Holder != "" {
-			return fmt.Errorf("%v: the Holder names the replica; set it once, in Config.Elector of fxmodule.Module", e)
+			return fmt.Errorf("fxmodule.WithElector with Holder: %q: the Holder names the replica; set it once, in Config.Elector of fxmodule.Module", e.cfg.Holder)
 		}
 	}
 	return nil

@@ -45,9 +45,9 @@ const defaultRenewInterval = elector.DefaultTTL / 3
 //	                 the renewals counted in the window and scaled to 1,000.
 //	                 The counting wrapper hides the store's WatchRelease, which
 //	                 winners never wait on anyway. ns/op is suppressed.
-//	pg/sweep         sqlite/sweep on PostgreSQL (client side only: the
-//	                 server's CPU is not counted). Skipped unless
-//	                 LEADERAWARE_TEST_PG is set.
+//	pg/sweep,        sqlite/sweep and sqlite/electors on PostgreSQL (client
+//	pg/electors      side only: the server's CPU is not counted). Skipped
+//	                 unless LEADERAWARE_TEST_PG is set.
 //
 // Metrics: cpu-ms/sweep is the CPU time for one renewal of all 1,000 leases;
 // µs-cpu/lease is that per lease; %core-at-default is cpu-ms/sweep divided
@@ -63,51 +63,8 @@ func BenchmarkScale(b *testing.B) {
 		return s
 	}
 	b.Run("sqlite/sweep", func(b *testing.B) { benchSweep(b, openSQLite(b)) })
-	b.Run("sqlite/electors", func(b *testing.B) {
-		s := &renewCounter{Store: openSQLite(b)}
-		cfg := elector.Config{TTL: 3 * time.Second, RenewInterval: time.Second, Holder: "scale"}
-		terms := make([]elector.Term, 0, scaleLeases)
-		defer func() {
-			for _, t := range terms {
-				if err := t.Resign(ctx); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-		for i := range scaleLeases {
-			e, err := elector.New(s, fmt.Sprintf("scale/%04d", i), cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			t, err := e.Campaign(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			terms = append(terms, t)
-		}
-		var cpu time.Duration
-		var renewals int64
-		for b.Loop() {
-			r0, c0 := s.renews.Load(), processCPU(b)
-			time.Sleep(3 * cfg.RenewInterval)
-			cpu += processCPU(b) - c0
-			renewals += s.renews.Load() - r0
-		}
-		for _, t := range terms {
-			select {
-			case <-t.Done():
-				b.Fatalf("a term ended while renewing: %v", t.Err())
-			default:
-			}
-		}
-		if renewals == 0 {
-			b.Fatal("no renewal in the window")
-		}
-		b.ReportMetric(0, "ns/op")
-		reportCPU(b, cpu*scaleLeases/time.Duration(renewals))
-		b.ReportMetric(float64(renewals)/float64(b.N), "renewals/op")
-	})
-	b.Run("pg/sweep", func(b *testing.B) {
+	b.Run("sqlite/electors", func(b *testing.B) { benchElectors(b, openSQLite(b)) })
+	openPG := func(b *testing.B) *pglease.Store {
 		dsn := os.Getenv("LEADERAWARE_TEST_PG")
 		if dsn == "" {
 			b.Skip("set LEADERAWARE_TEST_PG=postgres://user@host:5432/db?sslmode=disable to run the PostgreSQL benchmarks")
@@ -125,8 +82,10 @@ func BenchmarkScale(b *testing.B) {
 			}
 			_ = s.Close()
 		})
-		benchSweep(b, s)
-	})
+		return s
+	}
+	b.Run("pg/sweep", func(b *testing.B) { benchSweep(b, openPG(b)) })
+	b.Run("pg/electors", func(b *testing.B) { benchElectors(b, openPG(b)) })
 }
 
 // benchSweep acquires scaleLeases leases on s, then renews all of them once
@@ -157,6 +116,54 @@ func benchSweep(b *testing.B, s elector.Store) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchElectors runs scaleLeases LeaseElectors on s, each holding a term,
+// and measures the CPU per renewal while they renew.
+func benchElectors(b *testing.B, s elector.Store) {
+	ctx := context.Background()
+	c := &renewCounter{Store: s}
+	cfg := elector.Config{TTL: 3 * time.Second, RenewInterval: time.Second, Holder: "scale"}
+	terms := make([]elector.Term, 0, scaleLeases)
+	defer func() {
+		for _, t := range terms {
+			if err := t.Resign(ctx); err != nil {
+				b.Error(err)
+			}
+		}
+	}()
+	for i := range scaleLeases {
+		e, err := elector.New(c, fmt.Sprintf("scale/%04d", i), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, err := e.Campaign(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		terms = append(terms, t)
+	}
+	var cpu time.Duration
+	var renewals int64
+	for b.Loop() {
+		r0, c0 := c.renews.Load(), processCPU(b)
+		time.Sleep(3 * cfg.RenewInterval)
+		cpu += processCPU(b) - c0
+		renewals += c.renews.Load() - r0
+	}
+	for _, t := range terms {
+		select {
+		case <-t.Done():
+			b.Fatalf("a term ended while renewing: %v", t.Err())
+		default:
+		}
+	}
+	if renewals == 0 {
+		b.Fatal("no renewal in the window")
+	}
+	b.ReportMetric(0, "ns/op")
+	reportCPU(b, cpu*scaleLeases/time.Duration(renewals))
+	b.ReportMetric(float64(renewals)/float64(b.N), "renewals/op")
 }
 
 // reportCPU reports the CPU time of one renewal of scaleLeases leases.

@@ -102,13 +102,15 @@
 //
 // # Handoff
 //
-// A Store implements [elector.ReleaseWatcher]. A release through a Store
-// wakes that Store's waiting candidates at once. For candidates in other
-// processes, one goroutine per Store, running only while someone waits,
-// polls PRAGMA data_version (a cheap read of the WAL index) every
-// [DefaultWatchInterval] and, when the file changed, wakes the watchers of
-// leases that are now free. Handoff between processes thus takes a few tens
-// of milliseconds instead of a RetryInterval.
+// A Store implements [elector.LeaseWatcher], so waiting candidates make no
+// store calls of their own. A release through a Store reaches that Store's
+// waiting candidates at once. For changes by other processes, one goroutine
+// per Store, running only while someone waits, polls PRAGMA data_version (a
+// cheap read of the WAL index) every [DefaultWatchInterval] and, when the
+// file changed, reads every watched lease that changed in one statement and
+// hands each candidate its new state: a renewal restarts its watch, a free
+// lease wakes it. Handoff between processes thus takes a few tens of
+// milliseconds instead of a RetryInterval.
 //
 // # Process death
 //

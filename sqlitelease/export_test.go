@@ -18,11 +18,11 @@ func LiveRecord(s *Store) (file string, offset int64) {
 
 // HolderWatches returns how many holders s is testing the liveness of.
 func HolderWatches(s *Store) int {
-	s.watch.lifeMu.Lock()
-	defer s.watch.lifeMu.Unlock()
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
 	n := 0
-	for _, p := range s.watch.lives {
-		if !p.finished() {
+	for _, h := range s.watch.holders {
+		if !h.finished() {
 			n++
 		}
 	}
@@ -40,3 +40,11 @@ func SetCloseTimeout(d time.Duration) (restore func()) {
 // Locked reports whether s, testing through its own liveness file, finds the
 // liveness lock of other held.
 func Locked(s, other *Store) (bool, error) { return s.live.held(other.live.offset) }
+
+// SetReadRecheck sets how long a passing check of the file serves lease
+// reads, and returns a function that restores it.
+func SetReadRecheck(d time.Duration) (restore func()) {
+	old := readRecheck
+	readRecheck = d
+	return func() { readRecheck = old }
+}

@@ -134,3 +134,57 @@ func TestOpenEmptiedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestFileChangedAfterRecentCheck changes the file right after a check of it
+// passed. Reads may trust that check for a while (see the ErrFileChanged
+// contract), but every write must still check the file: a Store never
+// writes to a file other processes no longer see.
+func TestFileChangedAfterRecentCheck(t *testing.T) {
+	defer sqlitelease.SetReadRecheck(time.Hour)()
+	path := filepath.Join(t.TempDir(), "app.db")
+	s := openPath(t, path)
+	l, err := s.TryAcquire(bg(t), "job", "old", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	_, err = s.Get(bg(t), "job")
+	require.NoError(t, err)
+
+	removeDB(t, path)
+
+	_, err = s.Get(bg(t), "job")
+	require.NoError(t, err, "a read trusts the check that just passed")
+	// A candidate's call for a free lease reads first, then writes.
+	_, err = s.TryAcquire(bg(t), "other", "old", time.Minute, elector.Lease{})
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged, "the write after a read must check the file")
+	_, err = s.TryAcquire(bg(t), "job", "new", time.Minute, l)
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	_, err = s.Renew(bg(t), l, time.Minute)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	// A failed check is not trusted: reads report the change from now on.
+	_, err = s.Get(bg(t), "job")
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	_, err = s.TryAcquire(bg(t), "job", "new", time.Minute, elector.Lease{})
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+}
+
+// TestFileChangedReadsRecheck changes the file under a store that only
+// reads: once the last passing check is older than the recheck interval
+// (zero here), its reads report the change too.
+func TestFileChangedReadsRecheck(t *testing.T) {
+	defer sqlitelease.SetReadRecheck(0)()
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder := openPath(t, path)
+	_, err := holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	s := openPath(t, path)
+	_, err = s.Get(bg(t), "job")
+	require.NoError(t, err)
+
+	removeDB(t, path)
+
+	_, err = s.Get(bg(t), "job")
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	_, err = s.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	assert.NotErrorIs(t, err, elector.ErrHeld)
+}

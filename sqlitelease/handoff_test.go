@@ -2,12 +2,15 @@ package sqlitelease_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
@@ -15,7 +18,7 @@ import (
 )
 
 // countingStore counts TryAcquire calls. It embeds the concrete store, so
-// WatchRelease stays visible to the elector.
+// WatchLease stays visible to the elector.
 type countingStore struct {
 	*sqlitelease.Store
 	tries atomic.Int64
@@ -28,7 +31,7 @@ func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl
 
 // TestHandoffAcrossStores hands a lease back and forth between two electors
 // on two Stores of one file, as two processes would. Each waiting candidate
-// must take over well within its 5 s RetryInterval: the release watcher
+// must take over well within its 5 s RetryInterval: the lease watcher
 // wakes it.
 func TestHandoffAcrossStores(t *testing.T) {
 	const (
@@ -82,4 +85,111 @@ func TestHandoffAcrossStores(t *testing.T) {
 	require.NoError(t, term.Resign(ctx))
 	slices.Sort(took)
 	t.Logf("handoff times (sorted): %v; median %v", took, took[len(took)/2])
+}
+
+// renewals counts the successful renewals an elector reports.
+type renewals struct{ n atomic.Int64 }
+
+func (r *renewals) Observe(ev elector.Event) {
+	if ev.Kind == elector.EventStoreOp && ev.Op == elector.OpRenew && ev.Result == elector.ResultOK {
+		r.n.Add(1)
+	}
+}
+
+// TestWaitingCandidatesMakeNoCalls: 100 candidates that wait on one Store
+// for 100 leases that another Store holds and renews make no store call of
+// their own while they wait, although their RetryInterval (20 ms) would
+// have them read the lease 50 times a second: the Store's one lease
+// watcher delivers every renewal. Released leases are still taken within
+// moments, far below the TTL of a minute, and on Linux so are the leases
+// of a holder whose process died. Each candidate makes exactly two
+// TryAcquire calls: the first, and the one that wins. The TTL is long so
+// that no watch completes even on a starved machine.
+func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
+	const (
+		n     = 100
+		ttl   = time.Minute
+		bound = 5 * time.Second // for the last of 50 takeovers; typical is tens of ms
+	)
+	path := filepath.Join(t.TempDir(), "leases.db")
+	a := openPath(t, path)
+	b := &countingStore{Store: openPath(t, path)}
+	ctx, cancel := context.WithCancel(bg(t))
+	defer cancel()
+
+	var renewed renewals
+	holders := make([]elector.Term, n)
+	for i := range holders {
+		e, err := elector.New(a, fmt.Sprintf("job-%d", i), elector.Config{TTL: ttl, RenewInterval: 500 * time.Millisecond, Holder: "a", Observer: &renewed})
+		require.NoError(t, err)
+		holders[i], err = e.Campaign(ctx)
+		require.NoError(t, err)
+		defer holders[i].Abandon()
+	}
+
+	type result struct {
+		i int
+		campaignResult
+	}
+	won := make(chan result, n)
+	for i := range n {
+		e, err := elector.New(b, fmt.Sprintf("job-%d", i), elector.Config{TTL: ttl, RetryInterval: 20 * time.Millisecond, Holder: "b"})
+		require.NoError(t, err)
+		go func() {
+			term, err := e.Campaign(ctx)
+			won <- result{i, campaignResult{term, err, time.Now()}}
+		}()
+	}
+	require.Eventually(t, func() bool { return b.tries.Load() >= n }, 5*time.Second, time.Millisecond,
+		"each candidate tries once and is refused")
+	// Wait, by the holders' own count, until every lease was renewed about
+	// twice: polling candidates would have read their lease some 50 times
+	// each by then.
+	from := renewed.n.Load()
+	require.Eventually(t, func() bool { return renewed.n.Load() >= from+2*n }, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, int64(n), b.tries.Load(), "waiting candidates made store calls")
+
+	var terms []elector.Term
+	defer func() {
+		for _, term := range terms {
+			require.NoError(t, term.Resign(bg(t)))
+		}
+	}()
+	// collect waits for the candidates of leases [lo, hi) to win, and
+	// returns the longest time a candidate took to lead from since(i), the
+	// moment its lease became free.
+	collect := func(lo, hi int, since func(i int) time.Time) time.Duration {
+		t.Helper()
+		var last time.Duration
+		deadline := time.After(30 * time.Second)
+		for range hi - lo {
+			select {
+			case r := <-won:
+				require.NoError(t, r.err)
+				require.True(t, r.i >= lo && r.i < hi, "job-%d was taken while its holder lives", r.i)
+				last = max(last, r.at.Sub(since(r.i)))
+				terms = append(terms, r.term)
+			case <-deadline:
+				t.Fatalf("the candidates of job-%d..%d did not all lead within 30s", lo, hi-1)
+			}
+		}
+		return last
+	}
+	var released [n / 2]time.Time
+	for i, term := range holders[:n/2] {
+		released[i] = time.Now()
+		require.NoError(t, term.Resign(ctx))
+	}
+	took := collect(0, n/2, func(i int) time.Time { return released[i] })
+	t.Logf("%d released leases taken over, each within %v of its release", n/2, took)
+	assert.Less(t, took, bound)
+
+	if runtime.GOOS == "linux" {
+		died := time.Now()
+		require.NoError(t, sqlitelease.Die(a))
+		took = collect(n/2, n, func(int) time.Time { return died })
+		t.Logf("%d leases of a dead holder taken over, the last %v after its death", n/2, took)
+		assert.Less(t, took, bound)
+		assert.Equal(t, int64(2*n), b.tries.Load(), "one TryAcquire to start, one to win")
+	}
 }

@@ -36,15 +36,12 @@ func (s *Store) List(ctx context.Context) ([]LeaseRow, error) {
 	if s.isClosed.Load() {
 		return nil, ErrClosed
 	}
-	// The file is checked before the read too, so that a new connection of
-	// the pool does not open another file at the path.
+	// The file is checked before the read, so that a new connection of the
+	// pool does not open another file at the path.
 	err := s.checkFile()
 	var out []LeaseRow
 	if err == nil {
 		out, err = s.list(ctx)
-	}
-	if err == nil {
-		err = s.checkFile()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlitelease: list leases in %q: %w", s.path, err)

@@ -68,7 +68,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s := &Store{path: path, abs: abs, cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
+	s := &Store{path: path, abs: abs, opened: time.Now(), cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
 	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()

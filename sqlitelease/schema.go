@@ -7,20 +7,19 @@ import (
 	"fmt"
 
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/sqlitesql"
 )
 
 // SchemaVersion is the version of the tables this package keeps in the file.
 // Open migrates older files to it and refuses newer ones.
 const SchemaVersion = 3
 
-// The store's tables and triggers. Their names carry a prefix because jobs
-// keep their own tables in the same file (see [Store.Fenced]).
+// The store's tables (see package sqlitesql, which holds the lease
+// statements on them).
 const (
-	metaTable  = "leaderaware_meta"
-	leaseTable = "leaderaware_lease"
-	// highWaterKey is the key in metaTable of the largest token ever
-	// issued in the file, kept by triggers on leaseTable.
-	highWaterKey = "token_high_water"
+	metaTable    = sqlitesql.MetaTable
+	leaseTable   = sqlitesql.LeaseTable
+	highWaterKey = sqlitesql.HighWaterKey
 )
 
 // migrations[i] brings the schema from version i to version i+1. Its
@@ -62,7 +61,7 @@ var migrations = [][]string{
 		`DROP TABLE ` + leaseTable,
 		`ALTER TABLE leaderaware_lease_v2 RENAME TO ` + leaseTable,
 		// The high-water mark survives the deletion of lease rows; tokens
-		// also floor at the clock (see acquireSQL), which covers a lost
+		// also floor at the clock (see sqlitesql.Acquire), which covers a lost
 		// file or a rolled-back commit.
 		`INSERT INTO ` + metaTable + ` (key, value)
 		SELECT '` + highWaterKey + `', coalesce(max(token), 0) FROM ` + leaseTable + ` WHERE true

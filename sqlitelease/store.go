@@ -14,14 +14,16 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/sqlitesql"
 )
 
 // ErrClosed is returned by the methods of a [Store] after [Store.Close].
 var ErrClosed = errors.New("sqlitelease: store is closed")
 
 // Store is an [elector.Store] on one SQLite file, for candidates on one host.
-// It also implements [elector.ReleaseWatcher], and offers fenced writes to
-// the jobs that keep their data in the same file ([Store.Fenced]).
+// It also implements [elector.LeaseWatcher] and [elector.ReleaseWatcher],
+// and offers fenced writes to the jobs that keep their data in the same
+// file ([Store.Fenced]).
 //
 // A Store is safe for concurrent use. Open one Store per file per process
 // and share it; Close it when the program is done with it.
@@ -29,9 +31,13 @@ type Store struct {
 	path string      // as given to Open, for error messages
 	abs  string      // the absolute path
 	file os.FileInfo // the database file as Open found it
-	cfg  config
-	db   *sql.DB
-	live *sidecar // the liveness lock; nil outside Linux
+	// opened is when Open began; fileOK, when (time since opened) a check
+	// of file last passed, 0 after one that failed (see checkFileRead).
+	opened time.Time
+	fileOK atomic.Int64
+	cfg    config
+	db     *sql.DB
+	live   *sidecar // the liveness lock; nil outside Linux
 	// recorded is set once a statement may have recorded live in a lease
 	// row: Close has rows to clear only after that.
 	recorded atomic.Bool
@@ -41,6 +47,7 @@ type Store struct {
 	leaseSem chan struct{}
 	lc       *leaseConn // nil after Close, or after the connection broke
 	closed   bool
+	worker   leaseWorker // the goroutine that runs them (see worker.go)
 
 	watch watchState
 
@@ -53,6 +60,7 @@ type Store struct {
 var (
 	_ elector.Store          = (*Store)(nil)
 	_ elector.ReleaseWatcher = (*Store)(nil)
+	_ elector.LeaseWatcher   = (*Store)(nil)
 )
 
 // ErrFileChanged is returned by the operations of a [Store] whose database
@@ -60,68 +68,19 @@ var (
 // [Open]. The Store then works on a file that other processes no longer
 // see, so it refuses to go on; a Renew's error also matches
 // [elector.ErrLeaseLost], which ends the term. Close the Store and Open the
-// path again.
+// path again. Every write (TryAcquire of a lease it may take, Renew,
+// Release, a fenced write) checks the file first; reads (Get, TryAcquire of
+// a lease another holder keeps) report the change within 100 ms.
 var ErrFileChanged = errors.New("the database file was deleted, replaced or truncated since Open; close the store and open the path again")
 
-// The lease statements. Each is one autocommit statement. None compares
-// times: written_at is for display.
-const (
-	// acquireSQL starts a new term (?1 name, ?2 holder, ?3 TTL in ms) if
-	// the lease is new, released, or still the observed term (?4 token, ?5
-	// version), and returns its token and version; otherwise it returns no
-	// row. The token exceeds the row's last one and every token the file
-	// ever issued (the high-water mark, which survives deleted rows), and
-	// is at least ?6: the wall clock in microseconds, which survives a lost
-	// file or a rolled-back commit, or on Linux one above the high-water
-	// mark of the liveness file if that is higher, which survives a lost
-	// file whatever the clock does (see Store.issue). ?7 is the wall clock
-	// in ms. ?8 and ?9 are the Store's liveness file and byte (NULL if it
-	// has none).
-	acquireSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, version, ttl_ms, released, written_at,
-	live_file, live_offset, live_version)
-VALUES (?1, ?2, max(?6, coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0) + 1), 1, ?3, 0, ?7,
-	?8, ?9, 1)
-ON CONFLICT (name) DO UPDATE SET
-	holder = excluded.holder,
-	token = max(token + 1, excluded.token),
-	version = version + 1,
-	ttl_ms = excluded.ttl_ms,
-	released = 0,
-	written_at = excluded.written_at,
-	live_file = excluded.live_file,
-	live_offset = excluded.live_offset,
-	live_version = version + 1
-WHERE released OR (token = ?4 AND version = ?5)
-RETURNING token, version`
-	// getSQL reads the current, unreleased term of a lease, with its
-	// holder's liveness file and byte if the row's version is the one they
-	// were recorded with (NULL otherwise: unknown).
-	getSQL = `SELECT holder, token, version, ttl_ms, written_at,
-	CASE WHEN live_version = version THEN live_file END,
-	CASE WHEN live_version = version THEN live_offset END
-FROM ` + leaseTable + `
-WHERE name = ?1 AND NOT released`
-	// renewSQL records a new TTL (?4 ms) for the term ?1 ?2 ?3 (name,
-	// holder, token) if it is still current and unreleased, and bumps the
-	// version. ?5 is the wall clock in ms; ?6 and ?7 the Store's liveness
-	// file and byte.
-	renewSQL = `UPDATE ` + leaseTable + ` SET version = version + 1, ttl_ms = ?4, written_at = ?5,
-	live_file = ?6, live_offset = ?7, live_version = version + 1
-WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released
-RETURNING version`
-	// releaseSQL marks the term ?1 ?2 ?3 released if it is still current,
-	// and bumps the version. It never touches the token.
-	releaseSQL = `UPDATE ` + leaseTable + ` SET released = 1, version = version + 1, written_at = ?4
-WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released`
-)
-
 // leaseConn is the one connection that carries lease traffic, with its
-// prepared statements. It is taken out of the pool for the store's lifetime,
+// prepared statements (those of package sqlitesql, which the benchmarks run
+// bare). It is taken out of the pool for the store's lifetime,
 // so renewals never wait in Go's pool behind job work.
 type leaseConn struct {
-	conn                         *sql.Conn
-	acquire, get, renew, release *sql.Stmt
-	begin, commit, rollback      *sql.Stmt // of the transaction of Store.issue
+	conn                                  *sql.Conn
+	acquire, get, getLive, renew, release *sql.Stmt
+	begin, commit, rollback               *sql.Stmt // of the transaction of Store.issue
 }
 
 func newLeaseConn(ctx context.Context, db *sql.DB) (*leaseConn, error) {
@@ -143,7 +102,8 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 		stmt **sql.Stmt
 		sql  string
 	}{
-		{&lc.acquire, acquireSQL}, {&lc.get, getSQL}, {&lc.renew, renewSQL}, {&lc.release, releaseSQL},
+		{&lc.acquire, sqlitesql.Acquire}, {&lc.get, sqlitesql.Get}, {&lc.getLive, sqlitesql.GetLive},
+		{&lc.renew, sqlitesql.Renew}, {&lc.release, sqlitesql.Release},
 		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
 	} {
 		err := retryBusy(ctx, func() (err error) {
@@ -159,7 +119,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.renew, lc.release, lc.begin, lc.commit, lc.rollback} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.getLive, lc.renew, lc.release, lc.begin, lc.commit, lc.rollback} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -223,10 +183,23 @@ func (s *Store) issue(ctx context.Context, lc *leaseConn, clockFloor int64, acqu
 
 // withLease runs op on the lease connection, alone, and retries it while the
 // database is busy, until ctx ends. A connection that broke is replaced on
-// the next call. Before and after op it checks that the path still names
-// the file Open opened, so that a success means the file other processes
-// see had it, and a new connection never opens another file.
+// the next call. Before op it checks, once, that the path still names the
+// file Open opened: a Store never writes to a file that other processes no
+// longer see (nor to one truncated under it), and a new connection never
+// opens another file. A file that changes while op runs shows at the next
+// operation, as one that changes just after it does: a holder's next Renew
+// ends its term. It runs on the store's worker goroutine (see leaseWorker).
 func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) error {
+	return s.worker.run(ctx, func() error { return s.onLeaseConn(ctx, s.checkFile, op) })
+}
+
+// withLeaseRead is withLease for an op that only reads: a check of the file
+// that passed within readRecheck serves it (see checkFileRead).
+func (s *Store) withLeaseRead(ctx context.Context, op func(lc *leaseConn) error) error {
+	return s.worker.run(ctx, func() error { return s.onLeaseConn(ctx, s.checkFileRead, op) })
+}
+
+func (s *Store) onLeaseConn(ctx context.Context, check func() error, op func(lc *leaseConn) error) error {
 	select {
 	case s.leaseSem <- struct{}{}:
 	case <-ctx.Done():
@@ -236,7 +209,10 @@ func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) err
 	if s.closed {
 		return ErrClosed
 	}
-	if err := s.checkFile(); err != nil {
+	if s.lc == nil {
+		check = s.checkFile // the new connection must open the file Open opened
+	}
+	if err := check(); err != nil {
 		return err
 	}
 	if s.lc == nil {
@@ -256,16 +232,41 @@ func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) err
 		_ = lc.close()
 		s.lc = nil
 	}
-	if ferr := s.checkFile(); ferr != nil {
-		return ferr
+	return err
+}
+
+// readRecheck is how long a check of the file that passed also serves the
+// lease reads of a Store (Get, and the read of a held lease by TryAcquire):
+// the check is a stat, a fifth of a Get's time. A read sees a file replaced
+// under the Store at most this late; a write, never (see withLease). A
+// stale read is no danger: it can only make a candidate wait, and its next
+// write reports the change. Tests change it.
+var readRecheck = 100 * time.Millisecond
+
+// checkFile returns an error matching [ErrFileChanged] if the path no
+// longer names the file that Open opened, or that file is empty (SQLite
+// never leaves a database in WAL mode empty). It records when a check
+// passed, for checkFileRead.
+func (s *Store) checkFile() error {
+	err := s.statFile()
+	if err != nil {
+		s.fileOK.Store(0)
+	} else {
+		s.fileOK.Store(int64(max(time.Since(s.opened), 1)))
 	}
 	return err
 }
 
-// checkFile returns an error matching [ErrFileChanged] if the path no
-// longer names the file that Open opened, or that file is empty (SQLite
-// never leaves a database in WAL mode empty).
-func (s *Store) checkFile() error {
+// checkFileRead is checkFile for a read: it returns nil at once if a check
+// passed within readRecheck.
+func (s *Store) checkFileRead() error {
+	if ok := s.fileOK.Load(); ok > 0 && time.Since(s.opened)-time.Duration(ok) < readRecheck {
+		return nil
+	}
+	return s.checkFile()
+}
+
+func (s *Store) statFile() error {
 	fi, err := os.Stat(s.abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -301,13 +302,45 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	}
 	ttlMs := millisUp(ttl)
 	liveFile, liveOffset := s.live.args()
-	var (
-		l       elector.Lease
-		waitFor holderID // the live holder of a held lease
-	)
-	err := s.withLease(ctx, func(lc *leaseConn) error {
+	var l elector.Lease
+	// A call that observed no term wins only a free lease or a dead
+	// holder's, so a plain read comes first: it answers the most frequent
+	// call, a waiting candidate's for a lease a live holder keeps, without
+	// the write lock, the token high-water mark and (within readRecheck)
+	// the check of the file. A call that observed a term expects to take
+	// it over, so the compare-and-set comes first. Either way the
+	// compare-and-set alone decides who wins; a read only tells who holds.
+	read := observed.Token == 0
+	with, checked := s.withLease, true
+	if read {
+		with, checked = s.withLeaseRead, false
+	}
+	err := with(ctx, func(lc *leaseConn) error {
 		try := observed
 		for {
+			if read {
+				cur, id, err := lc.current(ctx, name)
+				switch {
+				case errors.Is(err, sql.ErrNoRows):
+					// Free.
+				case err != nil:
+					return err
+				case cur.Token == try.Token && cur.Version == try.Version:
+					// Still the observed term.
+				case s.live.gone(id):
+					// No process of its holder is left to run the job:
+					// take this very version over.
+					try = cur
+				default:
+					return &elector.HeldError{Lease: cur}
+				}
+			}
+			if !checked { // a write: see withLease
+				if err := s.checkFile(); err != nil {
+					return err
+				}
+				checked = true
+			}
 			wall := clock.Wall()
 			var token, version int64
 			err := s.issue(ctx, lc, wall.UnixMicro(), func(floor int64) (int64, error) {
@@ -325,26 +358,14 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 			if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			// Another term holds the lease.
-			cur, id, err := lc.current(ctx, name)
-			switch {
-			case err == nil && s.live.gone(id):
-				// No process of its holder is left to run the job: take
-				// this very version over.
-				try = cur
-			case err == nil:
-				waitFor = id
-				return &elector.HeldError{Lease: cur}
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
-			// It changed in between: try again.
+			// Another term holds the lease, or it changed since the read:
+			// read again.
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			read = true
 		}
 	})
-	s.watch.track(name, waitFor)
 	if err != nil {
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
@@ -362,15 +383,25 @@ func (s *Store) noteRecorded(err error) {
 // current reads the current, unreleased term of name and its holder's
 // liveness record, or returns sql.ErrNoRows.
 func (lc *leaseConn) current(ctx context.Context, name string) (elector.Lease, holderID, error) {
-	var token, version, ttlMs, written int64
 	var liveFile sql.NullString
 	var liveOffset sql.NullInt64
-	l := elector.Lease{Name: name}
-	if err := lc.get.QueryRowContext(ctx, name).Scan(&l.Holder, &token, &version, &ttlMs, &written, &liveFile, &liveOffset); err != nil {
+	l, err := scanLease(lc.getLive.QueryRowContext(ctx, name), name, &liveFile, &liveOffset)
+	if err != nil {
 		return elector.Lease{}, holderID{}, err
 	}
-	l.Token, l.Version, l.TTL, l.Written = uint64(token), uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
 	return l, scanLive(liveFile, liveOffset), nil
+}
+
+// scanLease scans a row of sqlitesql.Get, or of GetLive with the last
+// columns into more, into the lease name.
+func scanLease(row *sql.Row, name string, more ...any) (elector.Lease, error) {
+	var token, version, ttlMs, written int64
+	l := elector.Lease{Name: name}
+	if err := row.Scan(append([]any{&l.Holder, &token, &version, &ttlMs, &written}, more...)...); err != nil {
+		return elector.Lease{}, err
+	}
+	l.Token, l.Version, l.TTL, l.Written = uint64(token), uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
+	return l, nil
 }
 
 // Renew implements [elector.Store]. Like TryAcquire, it keeps ttl rounded up
@@ -422,7 +453,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 		return s.opError("release", l.Name, err)
 	}
 	if n > 0 {
-		s.watch.notify(l.Name)
+		s.watch.notify(l.Name, l.Token)
 	}
 	return nil
 }
@@ -433,8 +464,8 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 		return elector.Lease{}, err
 	}
 	var l elector.Lease
-	err := s.withLease(ctx, func(lc *leaseConn) (err error) {
-		l, _, err = lc.current(ctx, name)
+	err := s.withLeaseRead(ctx, func(lc *leaseConn) (err error) {
+		l, err = scanLease(lc.get.QueryRowContext(ctx, name), name)
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -518,6 +549,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.isClosed.Store(true)
 		s.watch.close()
+		s.worker.stop()
 		s.leaseSem <- struct{}{} // waits for the operation in flight
 		s.closed = true
 		lc := s.lc

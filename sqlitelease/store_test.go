@@ -1,8 +1,10 @@
 package sqlitelease_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,4 +30,29 @@ func openPath(t *testing.T, path string, opts ...sqlitelease.Option) *sqliteleas
 
 func TestStore(t *testing.T) {
 	electortest.TestStore(t, func(t *testing.T) elector.Store { return open(t) })
+}
+
+// TestHeldWithoutWriteLock asks for a held lease while another connection
+// keeps the database's write lock (a long fenced write, say). A waiting
+// candidate's call is a read: it must be answered at once, not wait for
+// the lock until its deadline.
+func TestHeldWithoutWriteLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	holder, candidate := openPath(t, path), openPath(t, path)
+	l, err := holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	tx, err := holder.DB().BeginTx(bg(t), nil) // BEGIN IMMEDIATE: the write lock
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback()) }()
+
+	ctx, cancel := context.WithTimeout(bg(t), 5*time.Second)
+	defer cancel()
+	_, err = candidate.TryAcquire(ctx, "job", "b", time.Minute, elector.Lease{})
+	var held *elector.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, l.Token, held.Lease.Token)
+	got, err := candidate.Get(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, l.Version, got.Version)
 }

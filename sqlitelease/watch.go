@@ -4,113 +4,240 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
-// WatchRelease implements [elector.ReleaseWatcher]. The returned channel
-// receives a value soon after the lease name may have become free: at once
-// when it is released through this Store, and within about one watch
-// interval (see [WithWatchInterval]) when another process, or another Store
-// on the same file, changes the file and the lease is then free (released,
-// or never acquired). Spurious
-// values are possible; the channel is never closed. The caller must call
-// stop when it no longer watches.
+// WatchLease implements [elector.LeaseWatcher]. The channel receives the
+// current lease of name whenever this Store sees a new state of it: at once
+// for a release through this Store, and within about one watch interval
+// (see [WithWatchInterval]) for a change by another Store or process. The
+// zero Lease means that the lease is free, or, on Linux, that its holder's
+// process is gone (it died, or closed its Store without clearing its
+// record): a TryAcquire through this Store then takes it over at once. The
+// store reads the lease at least every `every` (every watch interval if
+// every is shorter), even if the file did not change. The channel holds the
+// latest state only and is never closed; after [Store.Close] it never
+// receives. The caller must call stop once it no longer watches.
 //
-// On Linux the channel also receives soon after the holder of the lease
-// died or closed its Store, once a candidate's TryAcquire through this Store
-// found the lease held by it (see the package documentation).
-//
-// While anyone watches, one goroutine per Store polls PRAGMA data_version on
-// a connection of its own, and one goroutine per holder that watched leases
-// wait for tests that holder's liveness lock; they stop when the last
-// watcher stops, or at [Store.Close]. After Close the channel never
-// receives.
-func (s *Store) WatchRelease(name string) (released <-chan struct{}, stop func()) {
-	return s.watch.add(name)
+// While anyone watches, one goroutine per Store polls PRAGMA data_version
+// on a connection of its own, and when the file changed reads the watched
+// leases that changed, all in one statement. On Linux, one more goroutine per holding Store
+// whose leases are watched tests that holder's liveness lock every 5 ms
+// (see the package documentation). They stop when the last watcher stops,
+// or at [Store.Close].
+func (s *Store) WatchLease(name string, every time.Duration) (states <-chan elector.Lease, stop func()) {
+	ch := make(chan elector.Lease, 1)
+	return ch, s.watch.add(name, &subscriber{states: ch, every: max(every, time.Nanosecond)})
 }
 
-// watchState holds the release watchers of a Store, its poller and its
-// holder watches.
+// WatchRelease implements [elector.ReleaseWatcher], for callers that know
+// only that interface: the channel receives a value whenever WatchLease
+// would send the zero Lease (the lease is free, or its holder's process is
+// gone). Spurious values are possible.
+func (s *Store) WatchRelease(name string) (released <-chan struct{}, stop func()) {
+	ch := make(chan struct{}, 1)
+	return ch, s.watch.add(name, &subscriber{released: ch})
+}
+
+// watchState holds the lease watchers of a Store and their goroutines: the
+// poller, which reads the watched leases, and the holder watches it starts
+// (one per holding Store whose liveness this Store can test).
 type watchState struct {
 	db       *sql.DB
 	interval time.Duration
 	live     *sidecar // nil without liveness locks; set by Open
 
-	// lifeMu serializes starting and stopping the goroutines; they never
-	// take it, so stopping may wait for them while holding it.
+	// lifeMu serializes starting and stopping the poller; the poller never
+	// takes it, so stopping may wait for the poller while holding it.
 	lifeMu sync.Mutex
-	poller *poller              // guarded by lifeMu; nil while nobody watches
-	lives  map[holderID]*poller // guarded by lifeMu: one goroutine per holder waited for
+	poller *poller // guarded by lifeMu; nil while nobody watches
 
-	mu       sync.Mutex // guards watchers, count, closed and holderOf
-	watchers map[string]map[*watcher]struct{}
-	count    int
-	closed   bool
-	// holderOf maps a watched lease name to the holder its candidates
-	// wait for, as this Store's last TryAcquire of it found.
-	holderOf map[string]holderID
+	// kick (capacity 1) wakes the poller early: a lease it has not read
+	// yet is watched, or a holder may no longer be waited for.
+	kick chan struct{}
+
+	mu      sync.Mutex // guards what follows; never held while waiting for a goroutine
+	closed  bool
+	leases  map[string]*watchedLease
+	subs    int                   // subscribers in leases
+	unread  int                   // leases not read yet
+	everies map[time.Duration]int // the every of each WatchLease subscriber, counted
+	reread  bool                  // read at the next poll even if the file did not change
+	// holders has one holder watch per holder that watched leases have,
+	// started and stopped by the poller only.
+	holders      map[holderID]*holderWatch
+	holdersStale bool   // the holders wanted may differ from holders
+	releases     uint64 // counts notify calls
 }
 
-type watcher struct{ ch chan struct{} }
+// watchedLease is one watched lease name: its subscribers and the state of
+// the lease as the poller last read it.
+type watchedLease struct {
+	json []byte // the name as a JSON string
+	subs map[*subscriber]struct{}
+	read bool // row, lease and holder are set
+	// row is the token and version of the lease's row, released or not
+	// (zero if there is none): what changedSQL compares.
+	row    rowState
+	lease  elector.Lease // the unreleased term; zero if free
+	holder holderID      // the holder's Store, if this Store can test its liveness
+	// released is the notify count of the last local release of the lease:
+	// a read that began before it may deliver an older state, so it is
+	// not applied.
+	released uint64
+}
+
+type rowState struct{ token, version uint64 }
+
+// state is a state of a lease as subscribers tell them apart: a term held
+// (its token and version), a term released (its token: each term is
+// released once), or a term whose holder is gone. Telling releases apart
+// matters: a candidate that got one zero Lease and then found the lease
+// taken by its TryAcquire must get the next release too, even if the
+// poller never read the term in between.
+type state struct {
+	token, version uint64
+	kind           stateKind
+}
+
+type stateKind uint8
+
+const (
+	held stateKind = iota
+	free
+	gone
+)
+
+// stateOf returns the state of wl to deliver, and the lease that
+// subscribers get for it: the zero Lease if it is free or its holder is
+// gone. The caller holds mu.
+func (w *watchState) stateOf(wl *watchedLease) (state, elector.Lease) {
+	switch {
+	case wl.lease.Token == 0:
+		return state{token: wl.row.token, kind: free}, elector.Lease{}
+	case w.holders[wl.holder] != nil && w.holders[wl.holder].gone:
+		return state{wl.lease.Token, wl.lease.Version, gone}, elector.Lease{}
+	}
+	return state{wl.lease.Token, wl.lease.Version, held}, wl.lease
+}
+
+// offerAll offers the state of wl to its subscribers. The caller holds mu.
+func (w *watchState) offerAll(wl *watchedLease) {
+	st, l := w.stateOf(wl)
+	for sub := range wl.subs {
+		sub.offer(st, l)
+	}
+}
+
+// subscriber is one WatchLease or WatchRelease caller.
+type subscriber struct {
+	states   chan elector.Lease // WatchLease
+	released chan struct{}      // WatchRelease
+	every    time.Duration      // WatchLease: the longest time between reads
+	sent     bool               // last is set
+	last     state              // the state the subscriber last got
+}
+
+// offer hands l, the lease for st, to the subscriber unless st is the
+// state it last got, keeping only the latest lease in its channel. The
+// caller holds mu, so sends never block: the buffer is empty after the
+// drain and only offer sends.
+func (sub *subscriber) offer(st state, l elector.Lease) {
+	if sub.sent && st == sub.last {
+		return
+	}
+	sub.sent, sub.last = true, st
+	if sub.released != nil {
+		if l.Token == 0 {
+			select {
+			case sub.released <- struct{}{}:
+			default:
+			}
+		}
+		return
+	}
+	select {
+	case <-sub.states:
+	default:
+	}
+	sub.states <- l
+}
 
 func (w *watchState) init(db *sql.DB, interval time.Duration) {
 	w.db, w.interval = db, interval
-	w.watchers = make(map[string]map[*watcher]struct{})
-	w.lives = make(map[holderID]*poller)
-	w.holderOf = make(map[string]holderID)
+	w.kick = make(chan struct{}, 1)
+	w.leases = make(map[string]*watchedLease)
+	w.everies = make(map[time.Duration]int)
+	w.holders = make(map[holderID]*holderWatch)
 }
 
-func (w *watchState) add(name string) (<-chan struct{}, func()) {
-	wt := &watcher{ch: make(chan struct{}, 1)}
+// add subscribes sub to the lease name and returns its stop function.
+func (w *watchState) add(name string, sub *subscriber) (stop func()) {
 	w.lifeMu.Lock()
 	defer w.lifeMu.Unlock()
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return wt.ch, func() {}
+		return func() {}
 	}
-	set := w.watchers[name]
-	if set == nil {
-		set = make(map[*watcher]struct{})
-		w.watchers[name] = set
+	wl := w.leases[name]
+	if wl == nil {
+		enc, _ := json.Marshal(name) // a string always encodes
+		wl = &watchedLease{json: enc, subs: make(map[*subscriber]struct{})}
+		w.leases[name] = wl
+		w.unread++
 	}
-	set[wt] = struct{}{}
-	w.count++
+	wl.subs[sub] = struct{}{}
+	w.subs++
+	if sub.states != nil {
+		w.everies[sub.every]++
+	}
+	if wl.read {
+		st, l := w.stateOf(wl)
+		sub.offer(st, l)
+	} else {
+		w.wake()
+	}
 	w.mu.Unlock()
 	if w.poller == nil {
-		w.poller = startPoller(w)
+		w.poller = startPoller(w.run)
 	}
 	var once sync.Once
-	return wt.ch, func() { once.Do(func() { w.remove(name, wt) }) }
+	return func() { once.Do(func() { w.remove(name, wl, sub) }) }
 }
 
-func (w *watchState) remove(name string, wt *watcher) {
+func (w *watchState) remove(name string, wl *watchedLease, sub *subscriber) {
 	w.lifeMu.Lock()
 	defer w.lifeMu.Unlock()
 	w.mu.Lock()
-	if set, ok := w.watchers[name]; ok {
-		if _, ok := set[wt]; ok {
-			delete(set, wt)
-			w.count--
-			if len(set) == 0 {
-				delete(w.watchers, name)
+	if _, ok := wl.subs[sub]; ok {
+		delete(wl.subs, sub)
+		w.subs--
+		if sub.states != nil {
+			if w.everies[sub.every]--; w.everies[sub.every] == 0 {
+				delete(w.everies, sub.every)
 			}
 		}
 	}
-	_, waited := w.holderOf[name]
-	forget := waited && w.watchers[name] == nil // nobody waits for its holder anymore
-	if forget {
-		delete(w.holderOf, name)
+	if len(wl.subs) == 0 && w.leases[name] == wl {
+		delete(w.leases, name)
+		if !wl.read {
+			w.unread--
+		}
+		if wl.holder.known() {
+			w.holdersStale = true // its holder may be waited for no more
+			w.wake()
+		}
 	}
-	idle := w.count == 0
+	idle := w.subs == 0
 	w.mu.Unlock()
 	if idle && w.poller != nil {
 		w.poller.stop()
 		w.poller = nil
-	}
-	if forget {
-		w.syncLives()
 	}
 }
 
@@ -125,41 +252,44 @@ func (w *watchState) close() {
 		w.poller.stop()
 		w.poller = nil
 	}
-	w.syncLives()
 }
 
-// notify wakes the watchers of the named lease without blocking.
-func (w *watchState) notify(name string) {
+// wake wakes the poller without blocking.
+func (w *watchState) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// notify tells the subscribers of the named lease that its term token
+// was just released through this Store.
+func (w *watchState) notify(name string, token uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.notifyLocked(name)
-}
-
-// notifyLocked is notify for a caller that holds mu.
-func (w *watchState) notifyLocked(name string) {
-	for wt := range w.watchers[name] {
-		select {
-		case wt.ch <- struct{}{}:
-		default:
+	w.releases++
+	if wl := w.leases[name]; wl != nil {
+		wl.released = w.releases
+		for sub := range wl.subs {
+			sub.offer(state{token: token, kind: free}, elector.Lease{})
 		}
 	}
-}
-
-// names returns the watched lease names.
-func (w *watchState) names() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	names := make([]string, 0, len(w.watchers))
-	for name := range w.watchers {
-		names = append(names, name)
-	}
-	return names
 }
 
 // poller is one of the store's watching goroutines.
 type poller struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+func startPoller(run func(ctx context.Context)) *poller {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &poller{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		run(ctx)
+	}()
+	return p
 }
 
 // finished reports whether the goroutine has returned.
@@ -172,91 +302,217 @@ func (p *poller) finished() bool {
 	}
 }
 
-func startPoller(w *watchState) *poller {
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &poller{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		w.poll(ctx)
-	}()
-	return p
-}
-
 // stop stops the goroutine and waits for it.
 func (p *poller) stop() {
 	p.cancel()
 	<-p.done
 }
 
-// freeSQL returns which of the lease names in the JSON array ?1 have no
-// unreleased term.
-const freeSQL = `SELECT j.value FROM json_each(?1) AS j
-WHERE NOT EXISTS (SELECT 1 FROM ` + leaseTable + ` AS l WHERE l.name = j.value AND NOT l.released)`
+// changedSQL reads the watched leases whose row changed: ?1 is a JSON
+// object that maps each watched name to the "token.version" of its row as
+// last read ("" if it had none, "?" if it was never read). It returns the
+// name, the row's token, version and released flag, then the other columns
+// getSQL reads (all NULL if there is no row). An object, not an array of
+// arrays: json_each then hands out the name and the state without parsing
+// each element again.
+const changedSQL = `SELECT j.key, l.token, l.version, l.released, l.holder, l.ttl_ms, l.written_at,
+	CASE WHEN l.live_version = l.version THEN l.live_file END,
+	CASE WHEN l.live_version = l.version THEN l.live_offset END
+FROM json_each(?1) AS j LEFT JOIN ` + leaseTable + ` AS l ON l.name = j.key
+WHERE coalesce(l.token || '.' || l.version, '') != j.value`
 
-// poll checks PRAGMA data_version every interval until ctx ends. The value
-// changes whenever another connection committed a change to the file; then
-// poll wakes the watchers of every watched lease that is now free. Lease
-// renewals and job writes change the file too, but wake nobody while the
-// lease stays held. Errors are ignored: the elector's own polling remains
-// the correctness path.
-func (w *watchState) poll(ctx context.Context) {
+// reader is the poller's connection, with its statements.
+type reader struct {
+	conn             *sql.Conn
+	version, changed *sql.Stmt
+}
+
+func newReader(ctx context.Context, db *sql.DB) (*reader, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{conn: c}
+	if r.version, err = c.PrepareContext(ctx, "PRAGMA data_version"); err == nil {
+		r.changed, err = c.PrepareContext(ctx, changedSQL)
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *reader) close() {
+	for _, st := range []*sql.Stmt{r.version, r.changed} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+	_ = r.conn.Close()
+}
+
+// run is the poller. Every watch interval, and when woken, it checks PRAGMA
+// data_version, which changes whenever another connection committed to the
+// file; then (or when a lease is not read yet, or its every has passed) it
+// reads the watched leases that changed, delivers their new states and
+// starts or stops the holder watches to match. Errors are ignored (the
+// connection is replaced): the elector's own reads remain the correctness
+// path.
+func (w *watchState) run(ctx context.Context) {
+	defer w.stopHolders()
 	ticker := time.NewTicker(w.interval)
 	defer ticker.Stop()
-	var conn *sql.Conn
+	var (
+		r        *reader
+		last     int64 // data_version at the last read
+		lastRead time.Time
+		buf      []byte
+	)
 	defer func() {
-		if conn != nil {
-			_ = conn.Close()
+		if r != nil {
+			r.close()
 		}
 	}()
-	last := int64(-1) // no reading yet
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case <-w.kick:
 		}
-		if conn == nil {
-			c, err := w.db.Conn(ctx)
-			if err != nil {
+		if r == nil {
+			var err error
+			if r, err = newReader(ctx, w.db); err != nil {
 				continue
 			}
-			conn, last = c, -1
+			last = -1 // data_version counts per connection: read now
 		}
 		var version int64
-		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&version); err != nil {
-			_ = conn.Close()
-			conn = nil
+		err := r.version.QueryRowContext(ctx).Scan(&version)
+		if err == nil && (version != last || w.due(time.Since(lastRead))) {
+			buf, err = w.read(ctx, r, buf)
+			if err == nil {
+				last, lastRead = version, time.Now()
+			}
+		}
+		if err != nil {
+			r.close()
+			r = nil
 			continue
 		}
-		if version == last {
-			continue
-		}
-		// The first reading wakes the watchers of free leases too: a release
-		// may have come between a candidate's last attempt and this reading.
-		last = version
-		w.wakeFree(ctx, conn)
+		w.syncHolders()
 	}
 }
 
-// wakeFree wakes the watchers of the watched leases that are free.
-func (w *watchState) wakeFree(ctx context.Context, conn *sql.Conn) {
-	names := w.names()
-	if len(names) == 0 {
-		return
+// due reports whether the poller must read although the file did not
+// change, since its last read was since ago.
+func (w *watchState) due(since time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.unread > 0 || w.reread {
+		return true
 	}
-	list, err := json.Marshal(names)
-	if err != nil {
-		return
-	}
-	rows, err := conn.QueryContext(ctx, freeSQL, string(list))
-	if err != nil {
-		return
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		if rows.Scan(&name) == nil {
-			w.notify(name)
+	for every := range w.everies {
+		if since >= every {
+			return true
 		}
 	}
+	return false
+}
+
+// read reads the watched leases that changed since they were last read,
+// and delivers them. buf is scratch space, returned for reuse.
+func (w *watchState) read(ctx context.Context, r *reader, buf []byte) ([]byte, error) {
+	buf, releases := w.known(buf[:0])
+	rows, err := r.changed.QueryContext(ctx, string(buf)) // text: a blob would be JSONB
+	if err != nil {
+		return buf, err
+	}
+	defer rows.Close()
+	type change struct {
+		name   string
+		row    rowState
+		lease  elector.Lease
+		holder holderID
+	}
+	var changes []change
+	for rows.Next() {
+		var (
+			c                                     change
+			released                              sql.NullBool
+			holder, liveFile                      sql.NullString
+			token, version, ttl, written, liveOff sql.NullInt64
+		)
+		if err := rows.Scan(&c.name, &token, &version, &released, &holder, &ttl, &written, &liveFile, &liveOff); err != nil {
+			return buf, err
+		}
+		c.row = rowState{uint64(token.Int64), uint64(version.Int64)}
+		if token.Valid && !released.Bool {
+			c.lease = elector.Lease{Name: c.name, Holder: holder.String, Token: c.row.token,
+				Version: c.row.version, TTL: fromMillis(ttl.Int64), Written: time.UnixMilli(written.Int64)}
+			c.holder = scanLive(liveFile, liveOff)
+		}
+		changes = append(changes, c)
+	}
+	if err := rows.Err(); err != nil {
+		return buf, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reread = false
+	for _, c := range changes {
+		wl := w.leases[c.name]
+		switch {
+		case wl == nil:
+			continue // no longer watched
+		case wl.released > releases:
+			// Released through this Store since the read began: the state
+			// read may be older than the zero Lease notify delivered.
+			w.reread = true
+			continue
+		case !wl.read:
+			wl.read = true
+			w.unread--
+		}
+		holder := holderID{}
+		if c.lease.Token != 0 && w.live.testable(c.holder) {
+			holder = c.holder
+		}
+		if holder != wl.holder {
+			wl.holder = holder
+			w.holdersStale = true
+		}
+		wl.row, wl.lease = c.row, c.lease
+		w.offerAll(wl)
+	}
+	return buf, nil
+}
+
+// known appends to buf the argument of changedSQL: the watched leases and
+// their states as last read. It also returns the count of local releases
+// so far.
+func (w *watchState) known(buf []byte) ([]byte, uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf = append(buf, '{')
+	for _, wl := range w.leases {
+		if len(buf) > 1 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, wl.json...)
+		switch {
+		case !wl.read:
+			buf = append(buf, `:"?"`...)
+		case wl.row.token == 0:
+			buf = append(buf, `:""`...)
+		default:
+			buf = append(buf, `:"`...)
+			buf = strconv.AppendUint(buf, wl.row.token, 10)
+			buf = append(buf, '.')
+			buf = strconv.AppendUint(buf, wl.row.version, 10)
+			buf = append(buf, '"')
+		}
+	}
+	return append(buf, '}'), w.releases
 }

@@ -1,10 +1,12 @@
 package sqlitelease_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -25,6 +27,42 @@ func requireWoken(t *testing.T, ch <-chan struct{}, within time.Duration) time.D
 	case <-time.After(within):
 		t.Fatalf("watcher not woken within %v", within)
 		return 0
+	}
+}
+
+// requireState waits for the watcher to receive want (the same Token and
+// Version), skipping older states, and fails on a newer one.
+func requireState(t *testing.T, ch <-chan elector.Lease, want elector.Lease, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := time.After(within)
+	for {
+		select {
+		case got := <-ch:
+			if got.Token == want.Token && got.Version == want.Version {
+				if want.Token != 0 {
+					assert.Equal(t, want.Name, got.Name)
+					assert.Equal(t, want.Holder, got.Holder)
+					assert.Equal(t, want.TTL, got.TTL)
+				}
+				return time.Since(start)
+			}
+			require.False(t, got.Token > want.Token || got.Token == want.Token && got.Version > want.Version,
+				"received %+v, newer than %+v", got, want)
+		case <-deadline:
+			t.Fatalf("the watcher did not receive token %d version %d within %v", want.Token, want.Version, within)
+			return 0
+		}
+	}
+}
+
+// requireNoState asserts that the watcher receives nothing for a while.
+func requireNoState(t *testing.T, ch <-chan elector.Lease, during time.Duration) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		t.Fatalf("the watcher received %+v while the lease did not change", got)
+	case <-time.After(during):
 	}
 }
 
@@ -85,6 +123,107 @@ func TestWatchReleaseOtherStore(t *testing.T) {
 	t.Logf("woken %v after the other store's release", took)
 }
 
+// TestWatchLeaseSameStore: a release through the store delivers the zero
+// Lease to its own watchers at once, and to no watcher of another lease.
+func TestWatchLeaseSameStore(t *testing.T) {
+	s := open(t)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	o, err := s.TryAcquire(bg(t), "other-job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	ch, stop := s.WatchLease("job", time.Second)
+	defer stop()
+	other, stopOther := s.WatchLease("other-job", time.Second)
+	defer stopOther()
+	requireState(t, ch, l, wakeBound)
+	requireState(t, other, o, wakeBound)
+
+	require.NoError(t, s.Release(bg(t), l))
+	select {
+	case got := <-ch:
+		require.Zero(t, got, "a local release must deliver the zero Lease")
+	default:
+		t.Fatal("a local release must reach the watcher before Release returns")
+	}
+	requireNoState(t, other, 100*time.Millisecond)
+	requireNoState(t, ch, 100*time.Millisecond) // the poller's read of the release is no news
+}
+
+// TestWatchLeaseOtherStore: a watcher of one Store receives each state that
+// a second Store on the file (standing in for another process) writes
+// (acquire, renew, release), and nothing for changes that leave the lease
+// as it was.
+func TestWatchLeaseOtherStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	s1, s2 := openPath(t, path), openPath(t, path)
+	ch, stop := s1.WatchLease("job", time.Minute)
+	defer stop()
+	requireState(t, ch, elector.Lease{}, wakeBound) // free at first
+
+	l, err := s2.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	requireState(t, ch, l, wakeBound)
+	l, err = s2.Renew(bg(t), l, 2*time.Minute)
+	require.NoError(t, err)
+	requireState(t, ch, l, wakeBound)
+
+	_, err = s2.TryAcquire(bg(t), "other-job", "b", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	_, err = s2.DB().ExecContext(bg(t), `CREATE TABLE job_data (x INTEGER)`)
+	require.NoError(t, err)
+	requireNoState(t, ch, 150*time.Millisecond)
+
+	require.NoError(t, s2.Release(bg(t), l))
+	took := requireState(t, ch, elector.Lease{}, wakeBound)
+	t.Logf("the zero Lease arrived %v after the other store's release", took)
+}
+
+// TestWatchLeaseEachRelease: every release of a lease reaches a watcher,
+// even one whose last state was already free because the term in between
+// came and went before the Store read it. (A candidate that got the first
+// zero Lease lost that term to its TryAcquire, and waits for its release.)
+// The watch interval is an hour: the Store reads only when a new lease is
+// watched.
+func TestWatchLeaseEachRelease(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	s1, s2 := openPath(t, path, sqlitelease.WithWatchInterval(time.Hour)), openPath(t, path)
+	ch, stop := s1.WatchLease("job", time.Hour)
+	defer stop()
+	requireState(t, ch, elector.Lease{}, wakeBound) // free at first
+
+	for i := range 2 {
+		l, err := s2.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+		require.NoError(t, s2.Release(bg(t), l))
+		_, stopOther := s1.WatchLease(fmt.Sprintf("other-%d", i), time.Hour) // a read
+		defer stopOther()
+		requireState(t, ch, elector.Lease{}, wakeBound)
+	}
+}
+
+// TestWatchLeaseLateWatcher: a second watcher of a lease that the Store
+// already follows gets its current state at once, and the first watcher
+// nothing new.
+func TestWatchLeaseLateWatcher(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	s1, s2 := openPath(t, path), openPath(t, path)
+	l, err := s2.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	first, stop := s1.WatchLease("job", time.Minute)
+	defer stop()
+	requireState(t, first, l, wakeBound)
+
+	second, stop2 := s1.WatchLease("job", time.Minute)
+	defer stop2()
+	select {
+	case got := <-second:
+		assert.Equal(t, l.Version, got.Version)
+	default:
+		t.Fatal("a lease already followed is delivered when the watch starts")
+	}
+	requireNoState(t, first, 50*time.Millisecond)
+}
+
 // TestWatchPollerStops: the poller goroutine runs only while someone
 // watches, and Close stops it even if a watcher never called stop.
 func TestWatchPollerStops(t *testing.T) {
@@ -92,14 +231,14 @@ func TestWatchPollerStops(t *testing.T) {
 	base := goleak.IgnoreCurrent()
 
 	_, stop1 := s.WatchRelease("a")
-	_, stop2 := s.WatchRelease("b")
+	_, stop2 := s.WatchLease("b", time.Second)
 	stop1()
 	stop1() // stop is idempotent
 	require.Error(t, goleak.Find(base), "one watcher remains, so the poller runs")
 	stop2()
 	require.NoError(t, goleak.Find(base), "the last stop ends the poller")
 
-	_, _ = s.WatchRelease("c") // never stopped
+	_, _ = s.WatchLease("c", time.Second) // never stopped
 	require.NoError(t, s.Close())
 	require.NoError(t, goleak.Find(base), "Close ends the poller")
 }
@@ -111,7 +250,10 @@ func TestWatchAfterClose(t *testing.T) {
 	require.NoError(t, s.Close())
 	base := goleak.IgnoreCurrent()
 	ch, stop := s.WatchRelease("job")
+	states, stopStates := s.WatchLease("job", time.Millisecond)
 	require.NoError(t, goleak.Find(base))
 	stop()
+	stopStates()
 	requireNotWoken(t, ch, 50*time.Millisecond)
+	requireNoState(t, states, 50*time.Millisecond)
 }

@@ -1,0 +1,72 @@
+// Package sqlitesql holds the statements sqlitelease runs; internal so that
+// bench measures the very same text.
+package sqlitesql
+
+// The store's tables and the key of its token high-water mark. Their names
+// carry a prefix because jobs keep their own tables in the same file.
+const (
+	MetaTable  = "leaderaware_meta"
+	LeaseTable = "leaderaware_lease"
+	// HighWaterKey is the key in MetaTable of the largest token ever
+	// issued in the file, kept by triggers on LeaseTable.
+	HighWaterKey = "token_high_water"
+)
+
+// The lease statements. Each is one statement; none compares times:
+// written_at is for display.
+const (
+	// Acquire starts a new term (?1 name, ?2 holder, ?3 TTL in ms) if the
+	// lease is new, released, or still the observed term (?4 token, ?5
+	// version), and returns its token and version; otherwise it returns no
+	// row. The token exceeds the row's last one and every token the file
+	// ever issued (the high-water mark, which survives deleted rows), and
+	// is at least ?6 (the caller's floor). ?7 is the wall clock in ms. ?8
+	// and ?9 are the liveness file and byte of the new holder (NULL if it
+	// has none).
+	Acquire = `INSERT INTO ` + LeaseTable + ` (name, holder, token, version, ttl_ms, released, written_at,
+	live_file, live_offset, live_version)
+VALUES (?1, ?2, max(?6, coalesce((SELECT value FROM ` + MetaTable + ` WHERE key = '` + HighWaterKey + `'), 0) + 1), 1, ?3, 0, ?7,
+	?8, ?9, 1)
+ON CONFLICT (name) DO UPDATE SET
+	holder = excluded.holder,
+	token = max(token + 1, excluded.token),
+	version = version + 1,
+	ttl_ms = excluded.ttl_ms,
+	released = 0,
+	written_at = excluded.written_at,
+	live_file = excluded.live_file,
+	live_offset = excluded.live_offset,
+	live_version = version + 1
+WHERE released OR (token = ?4 AND version = ?5)
+RETURNING token, version`
+
+	// Get reads the current, unreleased term of the lease ?1: holder,
+	// token, version, TTL in ms and written_at. It returns no row for a
+	// free lease.
+	Get = `SELECT holder, token, version, ttl_ms, written_at FROM ` + LeaseTable + `
+WHERE name = ?1 AND NOT released`
+
+	// GetLive is Get followed by the holder's liveness file and byte if the
+	// row's version is the one they were recorded with (NULL otherwise:
+	// unknown).
+	GetLive = `SELECT holder, token, version, ttl_ms, written_at,
+	CASE WHEN live_version = version THEN live_file END,
+	CASE WHEN live_version = version THEN live_offset END
+FROM ` + LeaseTable + `
+WHERE name = ?1 AND NOT released`
+
+	// Renew records a new TTL (?4 ms) for the term ?1 ?2 ?3 (name, holder,
+	// token) if it is still current and unreleased, bumps the version and
+	// returns it. ?5 is the wall clock in ms; ?6 and ?7 the holder's
+	// liveness file and byte.
+	Renew = `UPDATE ` + LeaseTable + ` SET version = version + 1, ttl_ms = ?4, written_at = ?5,
+	live_file = ?6, live_offset = ?7, live_version = version + 1
+WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released
+RETURNING version`
+
+	// Release marks the term ?1 ?2 ?3 released if it is still current, and
+	// bumps the version; ?4 is the wall clock in ms. It never touches the
+	// token.
+	Release = `UPDATE ` + LeaseTable + ` SET released = 1, version = version + 1, written_at = ?4
+WHERE name = ?1 AND holder = ?2 AND token = ?3 AND NOT released`
+)

@@ -1,0 +1,53 @@
+package sqlitelease_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/sqlitelease"
+)
+
+// TestWatchLeaseHolderGone: a Store that watches leases of two holders
+// tests each holder's liveness lock with one goroutine per holder, learned
+// from the rows it reads (no TryAcquire needed). When one holder dies, the
+// watchers of its lease receive the zero Lease (WatchRelease watchers wake)
+// within milliseconds, the watchers of the other lease nothing; a
+// TryAcquire then takes the lease over, and its new state follows.
+func TestWatchLeaseHolderGone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	w, dying, alive := openPath(t, path), openPath(t, path), openPath(t, path)
+	l, err := dying.TryAcquire(bg(t), "job", "dying", 15*time.Second, elector.Lease{})
+	require.NoError(t, err)
+	o, err := alive.TryAcquire(bg(t), "other-job", "alive", 15*time.Second, elector.Lease{})
+	require.NoError(t, err)
+
+	ch, stop := w.WatchLease("job", time.Minute)
+	defer stop()
+	released, stopReleased := w.WatchRelease("job")
+	defer stopReleased()
+	other, stopOther := w.WatchLease("other-job", time.Minute)
+	defer stopOther()
+	requireState(t, ch, l, wakeBound)
+	requireState(t, other, o, wakeBound)
+	require.Eventually(t, func() bool { return sqlitelease.HolderWatches(w) == 2 }, wakeBound, time.Millisecond,
+		"one liveness watch per holder")
+
+	start := time.Now()
+	require.NoError(t, sqlitelease.Die(dying))
+	took := requireState(t, ch, elector.Lease{}, deathBound)
+	requireWoken(t, released, deathBound)
+	t.Logf("the zero Lease arrived %v after the holder's death", took)
+	assert.Less(t, time.Since(start), deathBound)
+	assert.Equal(t, 1, sqlitelease.HolderWatches(w), "the dead holder's watch ended")
+
+	next, err := w.TryAcquire(bg(t), "job", "w", 15*time.Second, elector.Lease{})
+	require.NoError(t, err, "the holder is gone: taken over at once")
+	requireState(t, ch, next, wakeBound)
+	requireNoState(t, other, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return sqlitelease.HolderWatches(w) == 1 }, wakeBound, time.Millisecond)
+}

@@ -13,12 +13,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/replicatest"
+	"github.com/leaderaware/leaderaware/internal/storebench"
 )
 
 // BenchmarkClientCPU measures the client CPU of 1,000 leases held by one
 // Store and campaigned for by another, at the default timings (see
-// benchClientCPU). The etcd member runs in a child process, so that this
-// process's CPU time is the clients' alone; server-%core is the member's.
+// storebench.ClientCPU). The etcd member runs in a child process, so that
+// this process's CPU time is the clients' alone; server-%core is the
+// member's.
 //
 //	go test -run '^$' -bench ClientCPU ./
 func BenchmarkClientCPU(b *testing.B) {
@@ -32,7 +36,7 @@ func BenchmarkClientCPU(b *testing.B) {
 		b.Cleanup(func() { _ = s.Close() })
 		return s
 	}
-	benchClientCPU(b, open(), open(), serverCPU)
+	storebench.ClientCPU(b, open(), open(), serverCPU)
 }
 
 // startEtcdProcess runs an etcd member in a child process (see etcdMain),
@@ -45,7 +49,7 @@ func startEtcdProcess(tb testing.TB) (string, func() time.Duration) {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"=etcd")
+	cmd.Env = append(os.Environ(), replicatest.ChildEnv+"=etcd")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()

@@ -1,60 +1,13 @@
 package etcdlease
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
-
-	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/fxmodule"
+	"github.com/leaderaware/leaderaware/internal/replicatest"
 )
 
-// TestFxWithStore runs the app of Example_fx on the test's etcd: with
-// fxmodule.WithStore, the job campaigns in the Store (its lease shows up in
-// etcd, under the app's holder), the module's own SQLite file is never
-// created, and the app's Stop stops the job and frees the lease.
+// TestFxWithStore runs the app of Example_fx on the test's etcd (see
+// replicatest.FxWithStore).
 func TestFxWithStore(t *testing.T) {
-	srv := startEtcd(t)
-	store := openStore(t, srv, WithPrefix(uniquePrefix()))
-	sqlite := filepath.Join(t.TempDir(), "leases.db")
-	job := &fxJob{started: make(chan struct{}), stopped: make(chan struct{})}
-	app := fx.New(
-		fx.NopLogger,
-		fxmodule.Module(fxmodule.Config{SQLitePath: sqlite, Elector: elector.Config{Holder: "fx-replica"}}),
-		fxmodule.WithStore(store),
-		fx.Provide(func() *fxJob { return job }),
-		fxmodule.LeaderJob[*fxJob]("fx-job"),
-	)
-	require.NoError(t, app.Err())
-	require.NoError(t, app.Start(testCtx(t)))
-	select {
-	case <-job.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the job did not start within 10s")
-	}
-	l, err := store.Get(testCtx(t), "fx-job")
-	require.NoError(t, err, "the job holds its lease in etcd")
-	assert.Equal(t, "fx-replica", l.Holder)
-
-	require.NoError(t, app.Stop(testCtx(t)))
-	select {
-	case <-job.stopped:
-	default:
-		t.Fatal("the app's Stop returned before the job stopped")
-	}
-	_, err = store.Get(testCtx(t), "fx-job")
-	require.ErrorIs(t, err, elector.ErrNoLease, "the app's Stop frees the lease")
-	_, err = os.Stat(sqlite)
-	assert.ErrorIs(t, err, os.ErrNotExist, "WithStore: the module opens no SQLite file")
+	replicatest.FxWithStore(t, openStore(t, startEtcd(t), WithPrefix(uniquePrefix())))
 }
-
-type fxJob struct{ started, stopped chan struct{} }
-
-func (j *fxJob) Start(context.Context) error { close(j.started); return nil }
-func (j *fxJob) Stop(context.Context) error  { close(j.stopped); return nil }

@@ -1,10 +1,11 @@
 package etcdlease
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leaderaware/leaderaware/internal/replicatest"
 )
 
 // TestMain checks that no test leaves a goroutine behind: every test closes
@@ -13,16 +14,10 @@ import (
 // child processes (see proc_linux_test.go), the test binary runs that child
 // instead of the tests.
 func TestMain(m *testing.M) {
-	if runChild != nil && os.Getenv(childEnv) != "" {
-		os.Exit(runChild(os.Getenv(childEnv), os.Args[1:]))
-	}
+	replicatest.RunChild(children)
 	goleak.VerifyTestMain(m)
 }
 
-// childEnv names the environment variable that makes the test binary a
-// child process of a multi-process test; its value says which child.
-const childEnv = "ETCDLEASE_TEST_CHILD"
-
-// runChild runs the child named kind with args and returns its exit code.
-// It is set on the systems that run the multi-process tests.
-var runChild func(kind string, args []string) int
+// children are the child processes of the multi-process tests, by name. It
+// is set on the systems that run them.
+var children map[string]func(args []string) error

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/storebench"
 )
 
 // BenchmarkStore measures each store operation against its floor: the same
@@ -153,10 +154,10 @@ func bareRenew(ctx context.Context, s *Store, db *sql.DB, l elector.Lease, ttl t
 // Stores (two pools and two release pollers, as in two processes) on the
 // test's database, with TTL 1.5s, RenewInterval 0.5s and RetryInterval
 // 0.5s: a graceful handoff, which waits for the candidate's poller
-// (DefaultPollInterval), and a crash (see benchFailover).
+// (DefaultPollInterval), and a crash (see storebench.Failover).
 //
 //	LEADERAWARE_TEST_MYSQL='root@tcp(127.0.0.1:3306)/test' go test -run '^$' -bench Failover ./
 func BenchmarkFailover(b *testing.B) {
 	table := freshTable(b)
-	benchFailover(b, openStore(b, table), openStore(b, table))
+	storebench.Failover(b, openStore(b, table), openStore(b, table), DefaultPollInterval)
 }

@@ -6,55 +6,40 @@ import (
 	"context"
 	"database/sql"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/replicatest"
 )
 
 // The multi-process tests run this test binary as their child processes
-// (see TestMain): replicas ("leader", leaderMain) on the test's database.
-func init() { runChild = childMain }
-
-func childMain(kind string, args []string) int {
-	err := fmt.Errorf("unknown child %q", kind)
-	if kind == "leader" {
-		err = leaderMain(args)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "child %s: %v\n", kind, err)
-		return 1
-	}
-	return 0
+// (see TestMain): replicas (replicaMain) on the test's database.
+func init() {
+	children = map[string]func([]string) error{replicatest.ReplicaChild: replicaMain}
 }
 
-// leaderMain runs one replica (see replica) on a Store of its own on the
-// lease table -table of the database -dsn. Its fenced writes insert a row
-// (seq, token, holder, n, at_us) into <table>_rows, where seq is the one
-// counter of <table>_seq, incremented in the same transaction: its row lock
-// serializes the writes until they commit or roll back, so seq follows
-// commit order whatever the fence does.
-func leaderMain(args []string) error {
-	fs := flag.NewFlagSet("leader", flag.ContinueOnError)
+// replicaMain runs one replica (see replicatest.Replica) on a Store of its
+// own on the lease table -table of the database -dsn. Its fenced writes
+// insert a row (seq, token, holder, n, at_us) into <table>_rows, where seq
+// is the one counter of <table>_seq, incremented in the same transaction:
+// its row lock serializes the writes until they commit or roll back, so
+// seq follows commit order whatever the fence does.
+func replicaMain(args []string) error {
+	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
 	dsn := fs.String("dsn", "", "DSN of the database")
 	table := fs.String("table", "", "lease table")
-	r := replicaFlags(fs)
+	r := replicatest.ReplicaFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM)
 	store, err := Open(context.Background(), *dsn, WithTable(*table))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	rows, seq := quote(*table+"_rows"), quote(*table+"_seq")
-	write := func(ctx context.Context, l elector.Lease, n int64) error {
+	return r.Run(store, func(ctx context.Context, l elector.Lease, n int64) error {
 		return store.Fenced(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, "UPDATE "+seq+" SET n = LAST_INSERT_ID(n + 1)"); err != nil {
 				return err
@@ -63,26 +48,24 @@ func leaderMain(args []string) error {
 				l.Token, l.Holder, n, time.Now().UnixMicro())
 			return err
 		})
-	}
-	return r.run(store, write, sig)
+	})
 }
 
 // TestFailoverProcesses runs four replicas as processes, each with a Store
 // of its own on the test's lease table, and checks the failover bounds of
 // the lease model with a crashed, a frozen and a gracefully stopped leader
-// (see runFailover).
+// (see replicatest.Failover).
 func TestFailoverProcesses(t *testing.T) {
 	table := freshTable(t)
 	reader := openStore(t, table) // creates the table
-	c := newCluster(t, append([]string{"-dsn", testDSN(t), "-table", table}, procTimings()...)...)
-	runFailover(t, c, func(ctx context.Context) (elector.Lease, error) { return reader.Get(ctx, "job") })
+	replicatest.Failover(t, []string{"-dsn", testDSN(t), "-table", table}, reader)
 }
 
-// TestChaosProcesses runs the chaos schedule (see runChaos) on replicas
-// with Stores of their own on the test's lease table; the leaders' fenced
-// writes insert rows numbered in commit order (see leaderMain). A leader
-// paused inside a fenced write holds its share lock on the lease row,
-// which keeps candidates from taking over until the server ends its
+// TestChaosProcesses runs the chaos schedule (see replicatest.Chaos) on
+// replicas with Stores of their own on the test's lease table; the leaders'
+// fenced writes insert rows numbered in commit order (see replicaMain). A
+// leader paused inside a fenced write holds its share lock on the lease
+// row, which keeps candidates from taking over until the server ends its
 // connection (wait_timeout, the TTL rounded up to seconds) or it resumes:
 // a pause longer than the TTL may lengthen a gap by its excess.
 func TestChaosProcesses(t *testing.T) {
@@ -106,26 +89,29 @@ func TestChaosProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := newCluster(t, append([]string{"-dsn", testDSN(t), "-table", table, "-every", chaosEvery.String()}, procTimings()...)...)
-	read := func(ctx context.Context) ([]row, error) {
+	read := func(ctx context.Context) ([]replicatest.Write, error) {
 		rs, err := s.DB().QueryContext(ctx, "SELECT seq, token, holder, n, at_us FROM "+rows+" ORDER BY seq")
 		if err != nil {
 			return nil, err
 		}
 		defer rs.Close()
-		var all []row
+		var all []replicatest.Write
 		for rs.Next() {
 			var (
-				r  row
+				w  replicatest.Write
 				us int64
 			)
-			if err := rs.Scan(&r.order, &r.token, &r.holder, &r.n, &us); err != nil {
+			if err := rs.Scan(&w.Order, &w.Token, &w.Holder, &w.N, &us); err != nil {
 				return nil, err
 			}
-			r.at = time.UnixMicro(us)
-			all = append(all, r)
+			w.At = time.UnixMicro(us)
+			all = append(all, w)
 		}
 		return all, rs.Err()
 	}
-	runChaos(t, c, read, true)
+	replicatest.Chaos(t, replicatest.ChaosStore{
+		Args:            []string{"-dsn", testDSN(t), "-table", table},
+		Read:            read,
+		PauseHoldsLocks: true,
+	})
 }

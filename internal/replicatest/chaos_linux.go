@@ -1,14 +1,13 @@
 //go:build linux
 
-package etcdlease
-
-// This file is the same in etcdlease and mysqllease.
+package replicatest
 
 import (
 	"context"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,25 +27,37 @@ const (
 	chaosRecover = 15 * time.Second
 )
 
-// row is one fenced write that committed.
-type row struct {
-	order  int64 // its place in commit order
-	token  uint64
-	holder string
-	n      int64     // the writer's number for it (its WROTE line)
-	at     time.Time // the writer's clock, as it wrote
+// Write is one fenced write of a replica (see WriteFunc) that committed.
+type Write struct {
+	Order  int64 // its place in commit order
+	Token  uint64
+	Holder string
+	N      int64     // the writer's number for it (its WROTE line)
+	At     time.Time // the writer's clock, as it wrote
 }
 
-// runChaos runs chaosReplicas replicas in c for -chaos.duration. Once a
-// leader has written and led for 1–2 s, it crashes it (SIGKILL), pauses it
-// for 0.3–3 s (SIGSTOP, SIGCONT) or stops it gracefully (SIGTERM), then
-// waits for a leader again; crashed and stopped replicas are started again
-// after 0.3–1 s, under new holder names. Then it reads the committed writes
-// with read, in commit order, and checks them with checkChaos. If
-// pauseHoldsLocks, a paused leader may hold database locks that keep
-// candidates from taking over until it resumes, and a pause longer than
-// the TTL may lengthen a leaderless gap by its excess.
-func runChaos(t *testing.T, c *cluster, read func(context.Context) ([]row, error), pauseHoldsLocks bool) {
+// ChaosStore is a store's part of Chaos.
+type ChaosStore struct {
+	// Args are the flags of the store's ReplicaChild; Chaos adds the
+	// replica flags.
+	Args []string
+	// Read returns the replicas' committed writes, in commit order.
+	Read func(context.Context) ([]Write, error)
+	// PauseHoldsLocks: a paused leader may hold database locks that keep
+	// candidates from taking over until it resumes, so a pause longer than
+	// the TTL may lengthen a leaderless gap by its excess.
+	PauseHoldsLocks bool
+}
+
+// Chaos runs four replicas as processes, each with a store of its own, for
+// -chaos.duration. Once a leader has written and led for 1–2 s, it
+// crashes it (SIGKILL), pauses it for 0.3–3 s (SIGSTOP, SIGCONT) or stops
+// it gracefully (SIGTERM), then waits for a leader again; crashed and
+// stopped replicas are started again after 0.3–1 s, under new holder
+// names. Then it reads the committed writes with s.Read and checks them
+// with checkChaos.
+func Chaos(t *testing.T, s ChaosStore) {
+	c := newCluster(t, slices.Concat(s.Args, []string{"-every", chaosEvery.String()}, procTimings())...)
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = mrand.Uint64()
@@ -160,13 +171,13 @@ func runChaos(t *testing.T, c *cluster, read func(context.Context) ([]row, error
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := read(ctx)
+	rows, err := s.Read(ctx)
 	if err != nil {
 		t.Fatalf("read the writes: %v", err)
 	}
 	lines, ps := c.snapshot()
 	b := chaosBounds{ttl: procTTL, base: procTTL + procRetry + chaosEvery + procMargin, perTerm: procTTL + procRetry + 500*time.Millisecond,
-		pauseHoldsLocks: pauseHoldsLocks}
+		pauseHoldsLocks: s.PauseHoldsLocks}
 	rep := checkChaos(rows, lines, ps, b)
 	for i, v := range rep.violations {
 		if i == 20 {
@@ -294,7 +305,7 @@ type chaosReport struct {
 //  5. no two jobs of different terms ran at once (see overlaps);
 //  6. no leaderless gap between the writes of two terms exceeds its bound
 //     (see chaosBounds).
-func checkChaos(rows []row, lines []line, pauses []pause, b chaosBounds) chaosReport {
+func checkChaos(rows []Write, lines []line, pauses []pause, b chaosBounds) chaosReport {
 	var rep chaosReport
 	violate := func(format string, args ...any) {
 		rep.violations = append(rep.violations, fmt.Sprintf(format, args...))
@@ -320,42 +331,42 @@ func checkChaos(rows []row, lines []line, pauses []pause, b chaosBounds) chaosRe
 
 	committed := make(map[string]bool)
 	finished := make(map[uint64]bool)
-	var cur, newest *row
+	var cur, newest *Write
 	for i := range rows {
 		w := &rows[i]
-		committed[fmt.Sprintf("%s/%d", w.holder, w.n)] = true
-		switch s, ok := startedBy[w.token]; {
+		committed[fmt.Sprintf("%s/%d", w.Holder, w.N)] = true
+		switch s, ok := startedBy[w.Token]; {
 		case !ok:
-			violate("write %d of %s carries token %d, which nobody started", w.n, w.holder, w.token)
-		case s.holder != w.holder:
-			violate("write %d of %s carries token %d, which %s started", w.n, w.holder, w.token, s.holder)
+			violate("write %d of %s carries token %d, which nobody started", w.N, w.Holder, w.Token)
+		case s.holder != w.Holder:
+			violate("write %d of %s carries token %d, which %s started", w.N, w.Holder, w.Token, s.holder)
 		}
-		if cur != nil && w.order <= cur.order {
-			violate("the writes are not in commit order: %d after %d", w.order, cur.order)
+		if cur != nil && w.Order <= cur.Order {
+			violate("the writes are not in commit order: %d after %d", w.Order, cur.Order)
 		}
-		if newest != nil && w.token < newest.token {
+		if newest != nil && w.Token < newest.Token {
 			violate("write %d of %s with token %d committed after write %d of %s with newer token %d: a stale write got through the fence",
-				w.n, w.holder, w.token, newest.n, newest.holder, newest.token)
+				w.N, w.Holder, w.Token, newest.N, newest.Holder, newest.Token)
 		}
-		if newest == nil || w.token > newest.token {
+		if newest == nil || w.Token > newest.Token {
 			newest = w
 		}
 		switch {
 		case cur == nil:
 			rep.terms++
-		case w.token != cur.token:
-			finished[cur.token] = true
-			if finished[w.token] {
+		case w.Token != cur.Token:
+			finished[cur.Token] = true
+			if finished[w.Token] {
 				violate("write %d of %s (token %d) follows a write of token %d, after token %d had written: the terms' writes interleave",
-					w.n, w.holder, w.token, cur.token, w.token)
+					w.N, w.Holder, w.Token, cur.Token, w.Token)
 			} else {
 				rep.terms++
 			}
-			g := gap{length: w.at.Sub(cur.at)}
+			g := gap{length: w.At.Sub(cur.At)}
 			g.bound, g.why = b.gapBound(*cur, *w, lines, pauses)
 			if g.length > g.bound {
 				violate("leaderless for %v, from the last write of token %d (%s, %s) to the first of token %d (%s, %s): bound %v%s",
-					g.length, cur.token, cur.holder, cur.at.Format(timeFormat), w.token, w.holder, w.at.Format(timeFormat), g.bound, parens(g.why))
+					g.length, cur.Token, cur.Holder, cur.At.Format(timeFormat), w.Token, w.Holder, w.At.Format(timeFormat), g.bound, parens(g.why))
 			}
 			if g.length > rep.longest.length {
 				rep.longest = g
@@ -376,23 +387,23 @@ func checkChaos(rows []row, lines []line, pauses []pause, b chaosBounds) chaosRe
 
 // gapBound returns the bound on the gap between from, the last write of a
 // term, and to, the first of the next, and what raised it above base.
-func (b chaosBounds) gapBound(from, to row, lines []line, pauses []pause) (time.Duration, string) {
+func (b chaosBounds) gapBound(from, to Write, lines []line, pauses []pause) (time.Duration, string) {
 	bound, why := b.base, ""
 	if b.pauseHoldsLocks {
 		var excess time.Duration
 		for _, p := range pauses {
-			if p.holder == from.holder && p.start.Before(to.at) && !p.end.IsZero() && p.end.After(from.at) {
+			if p.holder == from.Holder && p.start.Before(to.At) && !p.end.IsZero() && p.end.After(from.At) {
 				excess = max(excess, p.end.Sub(p.start)-b.ttl)
 			}
 		}
 		if excess > 0 {
 			bound += excess
-			why = fmt.Sprintf("a pause of %s adds %v", from.holder, excess.Round(time.Millisecond))
+			why = fmt.Sprintf("a pause of %s adds %v", from.Holder, excess.Round(time.Millisecond))
 		}
 	}
 	terms := 0
 	for _, l := range lines {
-		if l.kind == "START" && l.token != from.token && l.token != to.token && l.at.After(from.at) && l.at.Before(to.at) {
+		if l.kind == "START" && l.token != from.Token && l.token != to.Token && l.at.After(from.At) && l.at.Before(to.At) {
 			terms++
 		}
 	}

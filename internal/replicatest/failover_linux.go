@@ -1,11 +1,10 @@
 //go:build linux
 
-package etcdlease
-
-// This file is the same in etcdlease and mysqllease.
+package replicatest
 
 import (
 	"context"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -36,8 +35,9 @@ func procTimings() []string {
 	return []string{"-ttl", procTTL.String(), "-renew", procRenew.String(), "-retry", procRetry.String()}
 }
 
-// runFailover starts replicas a, b, c and d in c, whose lease read returns,
-// and checks, with margin:
+// Failover runs replicas a, b, c and d as processes, each with a store of
+// its own (the store's ReplicaChild, given args and the replica flags), and
+// checks, with margin:
 //
 //  1. crash: once the leader is killed (SIGKILL), a waiting replica leads
 //     no sooner than TTL after the killed leader's last renewal (so never
@@ -51,9 +51,12 @@ func procTimings() []string {
 //
 // and that tokens grow, and no two jobs of different terms ever ran at
 // once, the frozen leader's excused until it could stop. A leader's last
-// renewal is the Written time of its lease: the writer's wall clock, or the
-// database server's, on this host.
-func runFailover(t *testing.T, c *cluster, read func(context.Context) (elector.Lease, error)) {
+// renewal is the Written time of its lease, which reader, a store of the
+// test's, reads: the writer's wall clock, or the database server's, on
+// this host.
+func Failover(t *testing.T, args []string, reader elector.Store) {
+	c := newCluster(t, slices.Concat(args, procTimings())...)
+	read := func(ctx context.Context) (elector.Lease, error) { return reader.Get(ctx, LeaseName) }
 	for _, h := range []string{"a", "b", "c", "d"} {
 		c.start(h)
 	}

@@ -1,8 +1,6 @@
 //go:build linux
 
-package etcdlease
-
-// This file is the same in etcdlease and mysqllease.
+package replicatest
 
 import (
 	"bufio"
@@ -17,9 +15,11 @@ import (
 	"time"
 )
 
-// line is one line a replica printed (see replica), stamped when the test
-// read it, or DEAD: the test saw the process end (stamped when the test
-// killed it, if it did: no code of a process runs once SIGKILL reached it).
+// line is one line a replica printed (see Replica), stamped with the
+// replica's clock (this host's, as the test's) as it printed it: the test
+// reads the processes' lines later, and not in the order they were printed. Or DEAD: the test saw the process end
+// (stamped when the test killed it, if it did: no code of a process runs
+// once SIGKILL reached it).
 type line struct {
 	at     time.Time
 	kind   string
@@ -75,7 +75,7 @@ func (c *cluster) start(holder string) {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(exe, append([]string{"-holder", holder}, c.args...)...)
-	cmd.Env = append(os.Environ(), childEnv+"=leader")
+	cmd.Env = append(os.Environ(), ChildEnv+"="+ReplicaChild)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -108,16 +108,20 @@ func (c *cluster) start(holder string) {
 
 func (c *cluster) record(holder, text string) {
 	l := line{at: time.Now(), holder: holder, text: text}
-	f := strings.Fields(text)
+	stamp, rest, _ := strings.Cut(text, " ")
+	nanos, err := strconv.ParseInt(stamp, 10, 64)
+	if err == nil {
+		l.at, l.text = time.Unix(0, nanos), rest
+	}
+	f := strings.Fields(l.text)
 	if len(f) > 0 {
 		l.kind = f[0]
 	}
-	if len(f) < 2 || f[1] != holder {
+	if err != nil || len(f) < 2 || f[1] != holder {
 		l.kind = "BAD"
 	}
 	switch l.kind {
 	case "START", "STOP", "WROTE", "REFUSED":
-		var err error
 		if l.token, err = strconv.ParseUint(field(f, 2), 10, 64); err != nil {
 			l.kind = "BAD"
 		}

@@ -1,8 +1,6 @@
 //go:build linux
 
-package etcdlease
-
-// This file is the same in etcdlease and mysqllease.
+package storebench
 
 import (
 	"context"
@@ -16,14 +14,14 @@ import (
 	"github.com/leaderaware/leaderaware/elector"
 )
 
-// The timings of benchClientCPU.
+// The timings of ClientCPU.
 const (
 	cpuLeases = 1000
 	cpuWarmup = 5 * time.Second  // every follower has found its lease held, and the first renewals are past
 	cpuWindow = 10 * time.Second // two renewals of every lease, five reads by every follower
 )
 
-// benchClientCPU measures the client side of 1,000 leases at the default
+// ClientCPU measures the client side of 1,000 leases at the default
 // timings (TTL 15s, RenewInterval 5s, RetryInterval 2s), all in this
 // process: one elector per lease on the leader store holds a term and
 // renews it, and one per lease on the follower store campaigns for it (and
@@ -32,10 +30,10 @@ const (
 // and acquires/s, the store calls the terms and the campaigns made; and,
 // if serverCPU is not nil, server-%core, the CPU time it reports as a
 // percentage of one core.
-func benchClientCPU(b *testing.B, leader, follower watchStore, serverCPU func() time.Duration) {
+func ClientCPU(b *testing.B, leader, follower WatchStore, serverCPU func() time.Duration) {
 	for b.Loop() {
 		ctx, cancel := context.WithCancel(context.Background())
-		lc, fc := &opCounter{watchStore: leader}, &opCounter{watchStore: follower}
+		lc, fc := &opCounter{WatchStore: leader}, &opCounter{WatchStore: follower}
 		run := time.Now().UnixNano()
 		terms := make([]elector.Term, cpuLeases)
 		var wg sync.WaitGroup
@@ -117,7 +115,7 @@ func processCPU(b *testing.B) time.Duration {
 
 // opCounter counts the renewals and acquires made through a store.
 type opCounter struct {
-	watchStore
+	WatchStore
 	renews, acquires atomic.Int64
 }
 
@@ -125,10 +123,10 @@ func (c *opCounter) reset() { c.renews.Store(0); c.acquires.Store(0) }
 
 func (c *opCounter) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	c.acquires.Add(1)
-	return c.watchStore.TryAcquire(ctx, name, holder, ttl, observed)
+	return c.WatchStore.TryAcquire(ctx, name, holder, ttl, observed)
 }
 
 func (c *opCounter) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
 	c.renews.Add(1)
-	return c.watchStore.Renew(ctx, l, ttl)
+	return c.WatchStore.Renew(ctx, l, ttl)
 }

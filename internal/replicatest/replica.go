@@ -1,8 +1,4 @@
-//go:build linux
-
-package mysqllease
-
-// This file is the same in etcdlease and mysqllease.
+package replicatest
 
 import (
 	"context"
@@ -12,18 +8,25 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 )
 
-// replica is one replica of an application: a decorated job on an
-// elector.LeaseElector. While it leads, its job writes through the store's
-// fenced write every -every (if set). It prints, one line each:
+// LeaseName is the lease that the replicas of Failover and Chaos campaign
+// for.
+const LeaseName = "job"
+
+// Replica is one replica process of an application: a decorated job on an
+// elector.LeaseElector. While it leads, its job makes a fenced write every
+// -every (if set). It prints, one line each, after the wall clock in Unix
+// nanoseconds:
 //
 //	START <holder> <token>     the inner job started: this replica leads
 //	WROTE <holder> <token> <n> fenced write number n committed
@@ -31,15 +34,16 @@ import (
 //	STOP <holder> <token>      the inner job stopped (its writes have returned)
 //	ERROR <holder> <message>   an error the decorator reported, or a write's
 //	EXIT <holder>              stopped gracefully after SIGTERM
-type replica struct {
-	name, holder      string
+type Replica struct {
+	holder            string
 	ttl, renew, retry time.Duration
 	every             time.Duration
 }
 
-func replicaFlags(fs *flag.FlagSet) *replica {
-	r := &replica{}
-	fs.StringVar(&r.name, "name", "job", "lease name")
+// ReplicaFlags defines in fs the flags that Failover and Chaos give their
+// replicas, besides the store's own, and returns the Replica they set.
+func ReplicaFlags(fs *flag.FlagSet) *Replica {
+	r := &Replica{}
 	fs.StringVar(&r.holder, "holder", "", "holder name")
 	fs.DurationVar(&r.ttl, "ttl", 1500*time.Millisecond, "lease TTL")
 	fs.DurationVar(&r.renew, "renew", 500*time.Millisecond, "renew interval")
@@ -48,12 +52,18 @@ func replicaFlags(fs *flag.FlagSet) *replica {
 	return r
 }
 
-// writeFunc makes fenced write number n for the term in ctx, whose lease is l.
-type writeFunc func(ctx context.Context, l elector.Lease, n int64) error
+// WriteFunc makes fenced write number n of the term in ctx, whose lease is
+// l, recording l.Token, l.Holder, n and the time, which Chaos reads back as
+// a Write.
+type WriteFunc func(ctx context.Context, l elector.Lease, n int64) error
 
-// run runs the replica until SIGTERM, then stops its job gracefully.
-func (r *replica) run(store elector.Store, write writeFunc, sig <-chan os.Signal) error {
-	e, err := elector.New(store, r.name, elector.Config{TTL: r.ttl, RenewInterval: r.renew, RetryInterval: r.retry, Holder: r.holder})
+// Run runs the replica on store until SIGTERM, then stops its job
+// gracefully.
+func (r *Replica) Run(store elector.Store, write WriteFunc) error {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	e, err := elector.New(store, LeaseName, elector.Config{TTL: r.ttl, RenewInterval: r.renew, RetryInterval: r.retry, Holder: r.holder})
 	if err != nil {
 		return err
 	}
@@ -81,7 +91,7 @@ type replicaJob struct {
 	out    *lineWriter
 	holder string
 	every  time.Duration
-	write  writeFunc
+	write  WriteFunc
 	n      atomic.Int64 // writes so far, across terms
 
 	// Set by Start, read by Stop: the decorator calls them in turn.
@@ -138,7 +148,8 @@ func (j *replicaJob) Stop(context.Context) error {
 	return nil
 }
 
-// lineWriter writes whole lines at once, so lines never interleave.
+// lineWriter writes whole lines at once, so lines never interleave, each
+// after the wall clock in Unix nanoseconds.
 type lineWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -147,7 +158,7 @@ type lineWriter struct {
 func (l *lineWriter) printf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, format+"\n", args...)
+	fmt.Fprintf(l.w, "%d "+format+"\n", append([]any{time.Now().UnixNano()}, args...)...)
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " | ") }

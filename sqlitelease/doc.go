@@ -12,6 +12,7 @@
 //	leaderaware_meta (key TEXT PRIMARY KEY, value)
 //		-- 'schema_version'   → SchemaVersion
 //		-- 'token_high_water' → the largest token the file has issued
+//		-- 'released_terms'   → how many terms were released (or their row deleted)
 //	leaderaware_lease (
 //		name         TEXT PRIMARY KEY,  -- the lease name
 //		holder       TEXT,              -- the current or last holder
@@ -105,12 +106,15 @@
 // A Store implements [elector.LeaseWatcher], so waiting candidates make no
 // store calls of their own. A release through a Store reaches that Store's
 // waiting candidates at once. For changes by other processes, one goroutine
-// per Store, running only while someone waits, polls PRAGMA data_version (a
-// cheap read of the WAL index) every [DefaultWatchInterval] and, when the
-// file changed, reads every watched lease that changed in one statement and
-// hands each candidate its new state: a renewal restarts its watch, a free
-// lease wakes it. Handoff between processes thus takes a few tens of
-// milliseconds instead of a RetryInterval.
+// per Store, running only while someone waits, reads two counters that
+// triggers keep in leaderaware_meta (the token high-water mark, which every
+// new term raises, and the count of released terms) every
+// [DefaultWatchInterval]. When one changed, and otherwise once per the
+// candidates' RetryInterval, it reads every watched lease that changed in
+// one statement and hands each candidate its new state: a renewal restarts
+// its watch, a free lease wakes it. Handoff between processes thus takes a
+// few tens of milliseconds instead of a RetryInterval, and renewals by a
+// leader of many leases cost its followers one read per RetryInterval.
 //
 // # Process death
 //

@@ -48,3 +48,11 @@ func SetReadRecheck(d time.Duration) (restore func()) {
 	readRecheck = d
 	return func() { readRecheck = old }
 }
+
+// WatchReads returns how many times s has read its watched leases from the
+// file (one batched statement each).
+func WatchReads(s *Store) uint64 {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	return s.watch.reads
+}

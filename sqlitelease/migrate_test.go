@@ -10,6 +10,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // TestMigrateFromVersion1 opens a file written by version 1 of the schema,
@@ -81,4 +82,72 @@ func TestMigrateFromVersion1(t *testing.T) {
 	free, err := s.TryAcquire(bg(t), "expired", "b", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	assert.Greater(t, free.Token, next.Token)
+}
+
+// TestMigrateFromVersion3: a file of schema version 3 gets the count of
+// released terms, starting at 0, and its triggers. Its rows keep their
+// terms, and a release of a lease held before the migration reaches the
+// watchers of another Store within a few watch intervals, counted once.
+func TestMigrateFromVersion3(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v3.db")
+	db := rawDB(t, path)
+	for _, stmt := range []string{
+		`CREATE TABLE leaderaware_meta (key TEXT NOT NULL PRIMARY KEY, value ANY) STRICT, WITHOUT ROWID`,
+		`INSERT INTO leaderaware_meta VALUES ('schema_version', 3), ('token_high_water', 5)`,
+		`CREATE TABLE leaderaware_lease (
+			name       TEXT    NOT NULL PRIMARY KEY,
+			holder     TEXT    NOT NULL,
+			token      INTEGER NOT NULL CHECK (token > 0),
+			version    INTEGER NOT NULL CHECK (version > 0),
+			ttl_ms     INTEGER NOT NULL CHECK (ttl_ms > 0),
+			released   INTEGER NOT NULL CHECK (released IN (0, 1)),
+			written_at INTEGER NOT NULL,
+			live_file TEXT,
+			live_offset INTEGER CHECK (live_offset > 0),
+			live_version INTEGER
+		) STRICT, WITHOUT ROWID`,
+		`CREATE TRIGGER leaderaware_lease_token_insert AFTER INSERT ON leaderaware_lease BEGIN
+			INSERT INTO leaderaware_meta (key, value) VALUES ('token_high_water', NEW.token)
+			ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value);
+		END`,
+		`CREATE TRIGGER leaderaware_lease_token_update AFTER UPDATE OF token ON leaderaware_lease BEGIN
+			INSERT INTO leaderaware_meta (key, value) VALUES ('token_high_water', NEW.token)
+			ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value);
+		END`,
+		`INSERT INTO leaderaware_lease VALUES ('held', 'v3-holder', 5, 3, 60000, 0, 0, NULL, NULL, NULL),
+			('free', 'v3-holder', 4, 2, 60000, 1, 0, NULL, NULL, NULL)`,
+	} {
+		_, err := db.ExecContext(bg(t), stmt)
+		require.NoError(t, err)
+	}
+
+	s := openPath(t, path)
+	meta := func(key string) int64 {
+		t.Helper()
+		var v int64
+		require.NoError(t, s.DB().QueryRowContext(bg(t), `SELECT value FROM leaderaware_meta WHERE key = ?`, key).Scan(&v))
+		return v
+	}
+	assert.EqualValues(t, sqlitelease.SchemaVersion, meta("schema_version"))
+	assert.Zero(t, meta("released_terms"), "the count starts at 0, whatever the rows")
+
+	w := openPath(t, path)
+	held, stopHeld := w.WatchLease("held", time.Minute)
+	defer stopHeld()
+	free, stopFree := w.WatchLease("free", time.Minute)
+	defer stopFree()
+	old := elector.Lease{Name: "held", Holder: "v3-holder", Token: 5, Version: 3, TTL: time.Minute, Written: time.UnixMilli(0)}
+	requireState(t, held, old, wakeBound)
+	requireState(t, free, elector.Lease{}, wakeBound)
+	_, err := s.TryAcquire(bg(t), "held", "b", time.Minute, elector.Lease{})
+	require.ErrorIs(t, err, elector.ErrHeld, "a lease held before the migration stays held")
+
+	require.NoError(t, s.Release(bg(t), old))
+	took := requireState(t, held, elector.Lease{}, wakeBound)
+	t.Logf("the release reached the other store's watcher after %v", took)
+	assert.EqualValues(t, 1, meta("released_terms"))
+	next, err := s.TryAcquire(bg(t), "free", "b", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	assert.Greater(t, next.Token, uint64(5), "tokens carry on above the file's largest")
+	requireState(t, free, next, wakeBound)
 }

@@ -12,8 +12,8 @@ const (
 	// retries a busy lease operation after that, within the caller's context.
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultWatchInterval is how often the store checks the file for
-	// changes made by other processes while someone watches for releases
-	// (see [Store.WatchRelease]).
+	// releases and new terms by other processes while someone watches
+	// leases (see [Store.WatchLease] and [Store.WatchRelease]).
 	DefaultWatchInterval = 20 * time.Millisecond
 )
 
@@ -67,10 +67,12 @@ type busyTimeout time.Duration
 
 func (o busyTimeout) apply(c *config) { c.busyTimeout = time.Duration(o) }
 
-// WithWatchInterval sets how often the store polls the file for changes by
-// other processes while candidates watch for releases: the cross-process
-// handoff latency is about one interval. Each poll is one cheap PRAGMA
-// data_version. Default [DefaultWatchInterval]; d must be positive.
+// WithWatchInterval sets how often the store polls the file for releases
+// and new terms by other processes while candidates watch leases: the
+// cross-process handoff latency is about one interval. Each poll is one
+// point read of two counters; the watched leases are read only when they
+// changed (see [Store.WatchLease]). Default [DefaultWatchInterval]; d must
+// be positive.
 func WithWatchInterval(d time.Duration) Option { return watchInterval(d) }
 
 type watchInterval time.Duration

@@ -12,7 +12,7 @@ import (
 
 // SchemaVersion is the version of the tables this package keeps in the file.
 // Open migrates older files to it and refuses newer ones.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // The store's tables (see package sqlitesql, which holds the lease
 // statements on them).
@@ -20,6 +20,7 @@ const (
 	metaTable    = sqlitesql.MetaTable
 	leaseTable   = sqlitesql.LeaseTable
 	highWaterKey = sqlitesql.HighWaterKey
+	releasesKey  = sqlitesql.ReleasesKey
 )
 
 // migrations[i] brings the schema from version i to version i+1. Its
@@ -87,6 +88,28 @@ var migrations = [][]string{
 		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_file TEXT`,
 		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_offset INTEGER CHECK (live_offset > 0)`,
 		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_version INTEGER`,
+	},
+
+	// Version 4: a count of the terms that ended, released or deleted, kept
+	// by triggers next to the high-water mark, which grows with every new
+	// term. A watching Store reads both, one point read, to tell a new term
+	// or a release by another process (which candidates must see at once)
+	// from a renewal (which they may see at their next regular read). It
+	// costs a release one more page write. Each term is released once
+	// (Release matches NOT released), and no other statement sets released
+	// to 1; a deleted row that was not released ends its term too.
+	{
+		`INSERT INTO ` + metaTable + ` (key, value) VALUES ('` + releasesKey + `', 0) ON CONFLICT (key) DO NOTHING`,
+		`CREATE TRIGGER leaderaware_lease_release AFTER UPDATE OF released ON ` + leaseTable + `
+		WHEN NEW.released AND NOT OLD.released BEGIN
+			INSERT INTO ` + metaTable + ` (key, value) VALUES ('` + releasesKey + `', 1)
+			ON CONFLICT (key) DO UPDATE SET value = value + 1;
+		END`,
+		`CREATE TRIGGER leaderaware_lease_delete AFTER DELETE ON ` + leaseTable + `
+		WHEN NOT OLD.released BEGIN
+			INSERT INTO ` + metaTable + ` (key, value) VALUES ('` + releasesKey + `', 1)
+			ON CONFLICT (key) DO UPDATE SET value = value + 1;
+		END`,
 	},
 }
 

@@ -13,22 +13,26 @@ import (
 
 // WatchLease implements [elector.LeaseWatcher]. The channel receives the
 // current lease of name whenever this Store sees a new state of it: at once
-// for a release through this Store, and within about one watch interval
-// (see [WithWatchInterval]) for a change by another Store or process. The
-// zero Lease means that the lease is free, or, on Linux, that its holder's
-// process is gone (it died, or closed its Store without clearing its
-// record): a TryAcquire through this Store then takes it over at once. The
-// store reads the lease at least every `every` (every watch interval if
-// every is shorter), even if the file did not change. The channel holds the
-// latest state only and is never closed; after [Store.Close] it never
-// receives. The caller must call stop once it no longer watches.
+// for a release through this Store, within about one watch interval (see
+// [WithWatchInterval]) for a release or a new term by another Store or
+// process, and at the store's next read for a renewal. The zero Lease means
+// that the lease is free, or, on Linux, that its holder's process is gone
+// (it died, or closed its Store without clearing its record): a TryAcquire
+// through this Store then takes it over at once. The store reads the lease
+// at least every `every` (every watch interval if every is shorter). The
+// channel holds the latest state only and is never closed; after
+// [Store.Close] it never receives. The caller must call stop once it no
+// longer watches.
 //
-// While anyone watches, one goroutine per Store polls PRAGMA data_version
-// on a connection of its own, and when the file changed reads the watched
-// leases that changed, all in one statement. On Linux, one more goroutine per holding Store
-// whose leases are watched tests that holder's liveness lock every 5 ms
-// (see the package documentation). They stop when the last watcher stops,
-// or at [Store.Close].
+// While anyone watches, one goroutine per Store reads, every watch interval
+// and on a connection of its own, two counters that triggers keep in the
+// file: the token high-water mark, which grows with every new term, and the
+// count of released terms. When one changed, or the shortest every passed,
+// it reads the watched leases that changed, all in one statement; a file
+// where leases are only renewed costs one such read per every. On Linux,
+// one more goroutine per holding Store whose leases are watched tests that
+// holder's liveness lock every 5 ms (see the package documentation). They
+// stop when the last watcher stops, or at [Store.Close].
 func (s *Store) WatchLease(name string, every time.Duration) (states <-chan elector.Lease, stop func()) {
 	ch := make(chan elector.Lease, 1)
 	return ch, s.watch.add(name, &subscriber{states: ch, every: max(every, time.Nanosecond)})
@@ -72,6 +76,7 @@ type watchState struct {
 	holders      map[holderID]*holderWatch
 	holdersStale bool   // the holders wanted may differ from holders
 	releases     uint64 // counts notify calls
+	reads        uint64 // counts the reads of changedSQL
 }
 
 // watchedLease is one watched lease name: its subscribers and the state of
@@ -308,6 +313,16 @@ func (p *poller) stop() {
 	<-p.done
 }
 
+// marksSQL reads the two counters that tell a watching Store that a term
+// began or ended (see schema version 4): the token high-water mark and the
+// count of released terms. Renewals change neither.
+const marksSQL = `SELECT
+	coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0),
+	coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + releasesKey + `'), 0)`
+
+// marks is what marksSQL reads.
+type marks struct{ highWater, releases int64 }
+
 // changedSQL reads the watched leases whose row changed: ?1 is a JSON
 // object that maps each watched name to the "token.version" of its row as
 // last read ("" if it had none, "?" if it was never read). It returns the
@@ -323,8 +338,8 @@ WHERE coalesce(l.token || '.' || l.version, '') != j.value`
 
 // reader is the poller's connection, with its statements.
 type reader struct {
-	conn             *sql.Conn
-	version, changed *sql.Stmt
+	conn           *sql.Conn
+	marks, changed *sql.Stmt
 }
 
 func newReader(ctx context.Context, db *sql.DB) (*reader, error) {
@@ -333,7 +348,7 @@ func newReader(ctx context.Context, db *sql.DB) (*reader, error) {
 		return nil, err
 	}
 	r := &reader{conn: c}
-	if r.version, err = c.PrepareContext(ctx, "PRAGMA data_version"); err == nil {
+	if r.marks, err = c.PrepareContext(ctx, marksSQL); err == nil {
 		r.changed, err = c.PrepareContext(ctx, changedSQL)
 	}
 	if err != nil {
@@ -344,7 +359,7 @@ func newReader(ctx context.Context, db *sql.DB) (*reader, error) {
 }
 
 func (r *reader) close() {
-	for _, st := range []*sql.Stmt{r.version, r.changed} {
+	for _, st := range []*sql.Stmt{r.marks, r.changed} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -352,20 +367,21 @@ func (r *reader) close() {
 	_ = r.conn.Close()
 }
 
-// run is the poller. Every watch interval, and when woken, it checks PRAGMA
-// data_version, which changes whenever another connection committed to the
-// file; then (or when a lease is not read yet, or its every has passed) it
-// reads the watched leases that changed, delivers their new states and
-// starts or stops the holder watches to match. Errors are ignored (the
-// connection is replaced): the elector's own reads remain the correctness
-// path.
+// run is the poller. Every watch interval, and when woken, it reads the
+// marks; when they changed since its last read of the watched leases (or a
+// lease is not read yet, or the shortest every has passed), it reads the
+// watched leases that changed, delivers their new states and starts or
+// stops the holder watches to match. The marks are read before the leases,
+// so that a read never covers a release that the marks it records do not.
+// Errors are ignored (the connection is replaced): the elector's own reads
+// remain the correctness path.
 func (w *watchState) run(ctx context.Context) {
 	defer w.stopHolders()
 	ticker := time.NewTicker(w.interval)
 	defer ticker.Stop()
 	var (
 		r        *reader
-		last     int64 // data_version at the last read
+		last     marks // at the last read of the leases
 		lastRead time.Time
 		buf      []byte
 	)
@@ -386,14 +402,13 @@ func (w *watchState) run(ctx context.Context) {
 			if r, err = newReader(ctx, w.db); err != nil {
 				continue
 			}
-			last = -1 // data_version counts per connection: read now
 		}
-		var version int64
-		err := r.version.QueryRowContext(ctx).Scan(&version)
-		if err == nil && (version != last || w.due(time.Since(lastRead))) {
+		var m marks
+		err := r.marks.QueryRowContext(ctx).Scan(&m.highWater, &m.releases)
+		if err == nil && (m != last || w.due(time.Since(lastRead))) {
 			buf, err = w.read(ctx, r, buf)
 			if err == nil {
-				last, lastRead = version, time.Now()
+				last, lastRead = m, time.Now()
 			}
 		}
 		if err != nil {
@@ -461,6 +476,7 @@ func (w *watchState) read(ctx context.Context, r *reader, buf []byte) ([]byte, e
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.reread = false
+	w.reads++
 	for _, c := range changes {
 		wl := w.leases[c.name]
 		switch {

@@ -152,11 +152,11 @@ func TestWatchLeaseSameStore(t *testing.T) {
 // TestWatchLeaseOtherStore: a watcher of one Store receives each state that
 // a second Store on the file (standing in for another process) writes
 // (acquire, renew, release), and nothing for changes that leave the lease
-// as it was.
+// as it was. A renewal arrives with the read every `every`.
 func TestWatchLeaseOtherStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	s1, s2 := openPath(t, path), openPath(t, path)
-	ch, stop := s1.WatchLease("job", time.Minute)
+	ch, stop := s1.WatchLease("job", 200*time.Millisecond)
 	defer stop()
 	requireState(t, ch, elector.Lease{}, wakeBound) // free at first
 
@@ -256,4 +256,104 @@ func TestWatchAfterClose(t *testing.T) {
 	stopStates()
 	requireNotWoken(t, ch, 50*time.Millisecond)
 	requireNoState(t, states, 50*time.Millisecond)
+}
+
+// TestWatchLeaseRenewalsCostNoReads: a Store watching many leases that
+// another Store holds and keeps renewing reads them only once per every
+// (here never: every is a minute), while a release and a new term by that
+// Store still reach its watchers within a few watch intervals.
+func TestWatchLeaseRenewalsCostNoReads(t *testing.T) {
+	const n = 50
+	path := filepath.Join(t.TempDir(), "leases.db")
+	w, h := openPath(t, path), openPath(t, path)
+	held := make([]elector.Lease, n)
+	watches := make([]<-chan elector.Lease, n)
+	for i := range n {
+		l, err := h.TryAcquire(bg(t), fmt.Sprintf("job-%d", i), "h", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+		held[i] = l
+		ch, stop := w.WatchLease(l.Name, time.Minute)
+		defer stop()
+		watches[i] = ch
+	}
+	for i := range n {
+		requireState(t, watches[i], held[i], wakeBound)
+	}
+
+	before, renewals := sqlitelease.WatchReads(w), 0
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); renewals++ {
+		i := renewals % n
+		var err error
+		held[i], err = h.Renew(bg(t), held[i], time.Minute)
+		require.NoError(t, err)
+	}
+	reads := sqlitelease.WatchReads(w) - before
+	t.Logf("%d batched reads during 500 ms of renewals (%d renewals)", reads, renewals)
+	assert.LessOrEqual(t, reads, uint64(1), "renewals alone call for no read before every has passed")
+
+	select {
+	case <-watches[7]: // a renewal, if the Store read after all
+	default:
+	}
+	require.NoError(t, h.Release(bg(t), held[7]))
+	took := requireState(t, watches[7], elector.Lease{}, wakeBound)
+	t.Logf("the zero Lease arrived %v after the other store's release", took)
+	next, err := h.TryAcquire(bg(t), held[7].Name, "h", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	took = requireState(t, watches[7], next, wakeBound)
+	t.Logf("the new term arrived %v after the other store's acquire", took)
+}
+
+// TestWatchReleasedTermsCount: the count of released terms that watching
+// Stores poll grows once per term that ends by a release or by the deletion
+// of its unreleased row, and with no other lease statement: acquire (of a
+// new, a released or a held lease), renew, fenced write, or the clearing of
+// liveness records at Close.
+func TestWatchReleasedTermsCount(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	s := openPath(t, path)
+	count := func() int64 {
+		t.Helper()
+		var n int64
+		require.NoError(t, s.DB().QueryRowContext(bg(t),
+			`SELECT value FROM leaderaware_meta WHERE key = 'released_terms'`).Scan(&n))
+		return n
+	}
+	require.Zero(t, count(), "a new file")
+
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	l, err = s.Renew(bg(t), l, time.Minute)
+	require.NoError(t, err)
+	jobTable(t, s)
+	require.NoError(t, s.FencedLease(bg(t), l, insertPrice))
+	other := openPath(t, path)
+	l, err = other.TryAcquire(bg(t), "job", "b", time.Minute, l) // a takeover of the observed term
+	require.NoError(t, err)
+	assert.Zero(t, count(), "acquire, renew, fenced write, takeover")
+
+	require.NoError(t, other.Release(bg(t), l))
+	assert.EqualValues(t, 1, count(), "a release")
+	require.NoError(t, other.Release(bg(t), l))
+	assert.EqualValues(t, 1, count(), "the same release again changes nothing")
+	_, err = s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, count(), "an acquire of a released lease")
+
+	closing, err := sqlitelease.Open(path)
+	require.NoError(t, err)
+	_, err = closing.TryAcquire(bg(t), "held-at-close", "c", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, closing.Close()) // clears its liveness records (Linux)
+	assert.EqualValues(t, 1, count(), "a Close that leaves its lease held")
+
+	_, err = s.DB().ExecContext(bg(t), `DELETE FROM leaderaware_lease WHERE name = 'job'`)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, count(), "the deletion of a held lease ends its term")
+	l, err = s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, s.Release(bg(t), l))
+	_, err = s.DB().ExecContext(bg(t), `DELETE FROM leaderaware_lease WHERE name = 'job'`)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, count(), "the deletion of a released lease ends no term")
 }

@@ -10,6 +10,10 @@ const (
 	// HighWaterKey is the key in MetaTable of the largest token ever
 	// issued in the file, kept by triggers on LeaseTable.
 	HighWaterKey = "token_high_water"
+	// ReleasesKey is the key in MetaTable of the count of terms that
+	// ended by a release or the deletion of their row, kept by triggers
+	// on LeaseTable.
+	ReleasesKey = "released_terms"
 )
 
 // The lease statements. Each is one statement; none compares times:

@@ -37,8 +37,8 @@ const (
 // with go build), which campaigns and leads. This process then campaigns
 // with its own Store (TTL 15 s, the default RetryInterval of 2 s) and finds
 // the lease held; 0–50 ms later (random, so that the signal meets the
-// store's 5 ms liveness poll and 20 ms data_version poll at any phase) the
-// holder gets a signal:
+// store's 20 ms watch poll, which reads the file's counters and tests the
+// holder's liveness lock, at any phase) the holder gets a signal:
 //
 //	kill  SIGKILL. ms/failover is the time from sending the signal to the
 //	      candidate's Campaign returning with a term. Goal: median < 50 ms,

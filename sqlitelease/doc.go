@@ -109,7 +109,8 @@
 // per Store, running only while someone waits, reads two counters that
 // triggers keep in leaderaware_meta (the token high-water mark, which every
 // new term raises, and the count of released terms) every
-// [DefaultWatchInterval]. When one changed, and otherwise once per the
+// [DefaultWatchInterval] (on Linux it then tests the liveness of the
+// holders, see Process death). When one changed, and otherwise once per the
 // candidates' RetryInterval, it reads every watched lease that changed in
 // one statement and hands each candidate its new state: a renewal restarts
 // its watch, a free lease wakes it. Handoff between processes thus takes a
@@ -127,10 +128,11 @@
 // keeps it. So a TryAcquire that finds a lease held by another Store tests
 // that byte (F_OFD_GETLK), and if no lock is on it, no process of that
 // holder can still run the job: it takes the lease over at once, with a
-// compare-and-set on the version it just read. While candidates wait, one
-// goroutine per holding Store they wait for tests its byte every 5 ms and
+// compare-and-set on the version it just read. While candidates wait, the
+// goroutine that watches the file for them (see Handoff) also tests, every
+// [DefaultWatchInterval], the byte of each holding Store they wait for, and
 // wakes them when the lock is gone, so a crashed holder is replaced within
-// milliseconds instead of one TTL. Close first clears the record of the
+// a few tens of milliseconds instead of one TTL. Close first clears the record of the
 // leases its Store still holds (their jobs may still run, so candidates
 // wait the elapsed-time rule for them), then drops the lock. Containers that
 // share the host's kernel and the database's volume see each other's locks

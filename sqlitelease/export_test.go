@@ -16,17 +16,26 @@ func LiveRecord(s *Store) (file string, offset int64) {
 	return s.live.file, s.live.offset
 }
 
-// HolderWatches returns how many holders s is testing the liveness of.
-func HolderWatches(s *Store) int {
+// TestedHolders returns how many holders the poller of s tests the
+// liveness of on each wake-up: those of its watched leases not found gone.
+func TestedHolders(s *Store) int {
 	s.watch.mu.Lock()
 	defer s.watch.mu.Unlock()
 	n := 0
 	for _, h := range s.watch.holders {
-		if !h.finished() {
+		if !h.gone {
 			n++
 		}
 	}
 	return n
+}
+
+// LivenessTests returns how many times the poller of s has woken and how
+// many liveness bytes it has tested, in all.
+func LivenessTests(s *Store) (polls, tests uint64) {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	return s.watch.polls, s.watch.liveTests
 }
 
 // SetCloseTimeout sets how long Close tries to clear liveness records, and

@@ -11,15 +11,6 @@ import (
 	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
-// liveInterval is how often a Store tests the liveness byte of a holder
-// whose lease its candidates wait for. A blocking F_OFD_SETLKW cannot be
-// interrupted in a Go program: the runtime installs every signal handler
-// with SA_RESTART, and the kernel restarts a lock wait after the handler,
-// so Close could neither end nor wait for such a goroutine. A test
-// (F_OFD_GETLK) is one non-blocking system call of about a microsecond, so
-// polling it this often costs little and bounds the delay after a death.
-const liveInterval = 5 * time.Millisecond
-
 // closeTimeout bounds how long Close tries to clear the liveness records of
 // the leases its Store still holds. Tests shorten it.
 var closeTimeout = 10 * time.Second

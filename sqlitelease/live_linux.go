@@ -119,7 +119,7 @@ const (
 // Stores of another database file at the same path (one deleted under its
 // processes), which that write lock does not exclude. It is taken with
 // F_OFD_SETLK and retried until ctx ends, not with F_OFD_SETLKW, which no
-// Go program can interrupt (see liveInterval).
+// Go program can interrupt (see testHolders).
 //
 // The raise is a pwrite, without fsync (which would cost milliseconds per
 // acquire): the mark outlives the process at once, but a power cut may lose

@@ -17,9 +17,10 @@ import (
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
-// deathBound is the most a takeover may take after a holder's death: the
-// liveness poll is 5 ms; the rest is margin for the race detector and a
-// busy machine.
+// deathBound is the most a takeover may take after a holder's death: a
+// watching Store tests the holder's liveness lock every watch interval
+// (DefaultWatchInterval, 20 ms); the rest is margin for the race detector
+// and a busy machine.
 const deathBound = 250 * time.Millisecond
 
 // requireHeld asserts that a TryAcquire with the zero observed lease is
@@ -129,7 +130,7 @@ func TestLiveCampaignWokenByDeath(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return b.tries.Load() > 0 }, 5*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond) // it waits now
-	require.Equal(t, 1, sqlitelease.HolderWatches(b.Store))
+	require.Equal(t, 1, sqlitelease.TestedHolders(b.Store), "the poller tests the holder")
 
 	start := time.Now()
 	require.NoError(t, sqlitelease.Die(a))
@@ -140,8 +141,8 @@ func TestLiveCampaignWokenByDeath(t *testing.T) {
 	assert.Greater(t, r.term.Token(), ta.Token())
 	assert.LessOrEqual(t, b.tries.Load(), int64(3), "woken by the death, not by polling")
 	require.NoError(t, r.term.Resign(bg(t)))
-	require.Eventually(t, func() bool { return sqlitelease.HolderWatches(b.Store) == 0 }, time.Second, time.Millisecond,
-		"the holder watch ends with the holder")
+	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(b.Store) == 0 }, time.Second, time.Millisecond,
+		"a gone holder is tested no more")
 }
 
 type campaignResult struct {
@@ -163,10 +164,11 @@ func requireWon(t *testing.T, won <-chan campaignResult, within time.Duration) c
 	}
 }
 
-// TestLiveOneWatchPerHolder: candidates waiting for four leases held by two
-// Stores cost one goroutine per holding Store, not one per lease or per
-// candidate; a death wakes the candidates of that holder's leases only.
-func TestLiveOneWatchPerHolder(t *testing.T) {
+// TestLiveOneTestPerHolder: candidates waiting for four leases held by two
+// Stores cost, on each wake-up of the watching Store's poller, one liveness
+// test per holding Store, not one per lease or per candidate; a death wakes
+// the candidates of that holder's leases only.
+func TestLiveOneTestPerHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	a1, a2, b := openPath(t, path), openPath(t, path), openPath(t, path)
 	owner := map[string]*sqlitelease.Store{"x": a1, "y": a1, "z": a1, "w": a2}
@@ -190,10 +192,14 @@ func TestLiveOneWatchPerHolder(t *testing.T) {
 			}()
 		}
 	}
-	require.Eventually(t, func() bool { return sqlitelease.HolderWatches(b) == 2 }, 5*time.Second, time.Millisecond,
-		"one watch per holding Store")
-	time.Sleep(50 * time.Millisecond)
-	assert.Equal(t, 2, sqlitelease.HolderWatches(b))
+	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(b) == 2 }, 5*time.Second, time.Millisecond,
+		"both holding Stores tested")
+	polls, tests := sqlitelease.LivenessTests(b)
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, 2, sqlitelease.TestedHolders(b))
+	polls2, tests2 := sqlitelease.LivenessTests(b)
+	require.Greater(t, polls2, polls, "the poller runs")
+	assert.Equal(t, 2*(polls2-polls), tests2-tests, "each holding Store tested once per wake-up")
 
 	require.NoError(t, sqlitelease.Die(a1))
 	deadline := time.After(2 * time.Second)
@@ -211,7 +217,7 @@ func TestLiveOneWatchPerHolder(t *testing.T) {
 	}
 	// The other candidate of each lease now waits for b itself (no watch),
 	// and the candidates of w still wait for a2.
-	assert.Eventually(t, func() bool { return sqlitelease.HolderWatches(b) == 1 }, time.Second, time.Millisecond)
+	assert.Eventually(t, func() bool { return sqlitelease.TestedHolders(b) == 1 }, time.Second, time.Millisecond)
 	cancel()
 	for range 2*len(owner) - len(leaders) {
 		r := <-results
@@ -220,7 +226,7 @@ func TestLiveOneWatchPerHolder(t *testing.T) {
 	for _, term := range leaders {
 		require.NoError(t, term.Resign(bg(t)))
 	}
-	assert.Equal(t, 0, sqlitelease.HolderWatches(b))
+	assert.Equal(t, 0, sqlitelease.TestedHolders(b))
 }
 
 // TestLiveCloseClears: Close clears the liveness record of the leases its

@@ -12,8 +12,9 @@ const (
 	// retries a busy lease operation after that, within the caller's context.
 	DefaultBusyTimeout = 5 * time.Second
 	// DefaultWatchInterval is how often the store checks the file for
-	// releases and new terms by other processes while someone watches
-	// leases (see [Store.WatchLease] and [Store.WatchRelease]).
+	// releases and new terms by other processes, and on Linux the liveness
+	// of their holders, while someone watches leases (see
+	// [Store.WatchLease] and [Store.WatchRelease]).
 	DefaultWatchInterval = 20 * time.Millisecond
 )
 
@@ -68,11 +69,13 @@ type busyTimeout time.Duration
 func (o busyTimeout) apply(c *config) { c.busyTimeout = time.Duration(o) }
 
 // WithWatchInterval sets how often the store polls the file for releases
-// and new terms by other processes while candidates watch leases: the
-// cross-process handoff latency is about one interval. Each poll is one
-// point read of two counters; the watched leases are read only when they
-// changed (see [Store.WatchLease]). Default [DefaultWatchInterval]; d must
-// be positive.
+// and new terms by other processes while candidates watch leases, and on
+// Linux tests the liveness of their holders: the cross-process handoff
+// latency, and the delay before a dead holder is replaced, are about one
+// interval. Each poll is one point read of two counters and one
+// non-blocking lock test per distinct holder; the watched leases are read
+// only when they changed (see [Store.WatchLease]). Default
+// [DefaultWatchInterval]; d must be positive.
 func WithWatchInterval(d time.Duration) Option { return watchInterval(d) }
 
 type watchInterval time.Duration

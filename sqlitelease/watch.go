@@ -30,9 +30,11 @@ import (
 // count of released terms. When one changed, or the shortest every passed,
 // it reads the watched leases that changed, all in one statement; a file
 // where leases are only renewed costs one such read per every. On Linux,
-// one more goroutine per holding Store whose leases are watched tests that
-// holder's liveness lock every 5 ms (see the package documentation). They
-// stop when the last watcher stops, or at [Store.Close].
+// the same goroutine also tests, on each of those wake-ups, the liveness
+// lock of each distinct holding Store whose leases are watched (see the
+// package documentation), so a holder's death reaches the watchers within
+// about one watch interval. It stops when the last watcher stops, or at
+// [Store.Close].
 func (s *Store) WatchLease(name string, every time.Duration) (states <-chan elector.Lease, stop func()) {
 	ch := make(chan elector.Lease, 1)
 	return ch, s.watch.add(name, &subscriber{states: ch, every: max(every, time.Nanosecond)})
@@ -47,9 +49,9 @@ func (s *Store) WatchRelease(name string) (released <-chan struct{}, stop func()
 	return ch, s.watch.add(name, &subscriber{released: ch})
 }
 
-// watchState holds the lease watchers of a Store and their goroutines: the
-// poller, which reads the watched leases, and the holder watches it starts
-// (one per holding Store whose liveness this Store can test).
+// watchState holds the lease watchers of a Store and their goroutine, the
+// poller, which reads the watched leases and tests the liveness of their
+// holders.
 type watchState struct {
 	db       *sql.DB
 	interval time.Duration
@@ -61,7 +63,7 @@ type watchState struct {
 	poller *poller // guarded by lifeMu; nil while nobody watches
 
 	// kick (capacity 1) wakes the poller early: a lease it has not read
-	// yet is watched, or a holder may no longer be waited for.
+	// yet is watched.
 	kick chan struct{}
 
 	mu      sync.Mutex // guards what follows; never held while waiting for a goroutine
@@ -71,12 +73,14 @@ type watchState struct {
 	unread  int                   // leases not read yet
 	everies map[time.Duration]int // the every of each WatchLease subscriber, counted
 	reread  bool                  // read at the next poll even if the file did not change
-	// holders has one holder watch per holder that watched leases have,
-	// started and stopped by the poller only.
-	holders      map[holderID]*holderWatch
+	// holders has each holder that watched leases have (whose liveness
+	// this Store can test); only the poller adds or removes holders.
+	holders      map[holderID]*holderState
 	holdersStale bool   // the holders wanted may differ from holders
 	releases     uint64 // counts notify calls
 	reads        uint64 // counts the reads of changedSQL
+	polls        uint64 // counts the poller's wake-ups
+	liveTests    uint64 // counts the tests of holders' liveness bytes
 }
 
 // watchedLease is one watched lease name: its subscribers and the state of
@@ -177,7 +181,7 @@ func (w *watchState) init(db *sql.DB, interval time.Duration) {
 	w.kick = make(chan struct{}, 1)
 	w.leases = make(map[string]*watchedLease)
 	w.everies = make(map[time.Duration]int)
-	w.holders = make(map[holderID]*holderWatch)
+	w.holders = make(map[holderID]*holderState)
 }
 
 // add subscribes sub to the lease name and returns its stop function.
@@ -235,7 +239,6 @@ func (w *watchState) remove(name string, wl *watchedLease, sub *subscriber) {
 		}
 		if wl.holder.known() {
 			w.holdersStale = true // its holder may be waited for no more
-			w.wake()
 		}
 	}
 	idle := w.subs == 0
@@ -281,7 +284,7 @@ func (w *watchState) notify(name string, token uint64) {
 	}
 }
 
-// poller is one of the store's watching goroutines.
+// poller is the store's watching goroutine.
 type poller struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -295,16 +298,6 @@ func startPoller(run func(ctx context.Context)) *poller {
 		run(ctx)
 	}()
 	return p
-}
-
-// finished reports whether the goroutine has returned.
-func (p *poller) finished() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // stop stops the goroutine and waits for it.
@@ -370,26 +363,17 @@ func (r *reader) close() {
 // run is the poller. Every watch interval, and when woken, it reads the
 // marks; when they changed since its last read of the watched leases (or a
 // lease is not read yet, or the shortest every has passed), it reads the
-// watched leases that changed, delivers their new states and starts or
-// stops the holder watches to match. The marks are read before the leases,
-// so that a read never covers a release that the marks it records do not.
-// Errors are ignored (the connection is replaced): the elector's own reads
-// remain the correctness path.
+// watched leases that changed and delivers their new states. Then it tests
+// the liveness of the holders of the watched leases, each once. The marks
+// are read before the leases, so that a read never covers a release that
+// the marks it records do not. Errors are ignored (the connection is
+// replaced): the elector's own reads remain the correctness path.
 func (w *watchState) run(ctx context.Context) {
-	defer w.stopHolders()
+	defer w.forgetHolders()
 	ticker := time.NewTicker(w.interval)
 	defer ticker.Stop()
-	var (
-		r        *reader
-		last     marks // at the last read of the leases
-		lastRead time.Time
-		buf      []byte
-	)
-	defer func() {
-		if r != nil {
-			r.close()
-		}
-	}()
+	var p pollState
+	defer p.closeReader()
 	for {
 		select {
 		case <-ctx.Done():
@@ -397,27 +381,51 @@ func (w *watchState) run(ctx context.Context) {
 		case <-ticker.C:
 		case <-w.kick:
 		}
-		if r == nil {
-			var err error
-			if r, err = newReader(ctx, w.db); err != nil {
-				continue
-			}
-		}
-		var m marks
-		err := r.marks.QueryRowContext(ctx).Scan(&m.highWater, &m.releases)
-		if err == nil && (m != last || w.due(time.Since(lastRead))) {
-			buf, err = w.read(ctx, r, buf)
-			if err == nil {
-				last, lastRead = m, time.Now()
-			}
-		}
-		if err != nil {
-			r.close()
-			r = nil
-			continue
+		if err := w.poll(ctx, &p); err != nil {
+			p.closeReader()
 		}
 		w.syncHolders()
+		w.testHolders()
 	}
+}
+
+// pollState is what the poller keeps between its reads of the file.
+type pollState struct {
+	r        *reader // nil until opened, and after an error
+	last     marks   // at the last read of the leases
+	lastRead time.Time
+	buf      []byte // scratch space for read
+}
+
+func (p *pollState) closeReader() {
+	if p.r != nil {
+		p.r.close()
+		p.r = nil
+	}
+}
+
+// poll reads the marks, and the watched leases if they changed or a read
+// is due.
+func (w *watchState) poll(ctx context.Context, p *pollState) error {
+	if p.r == nil {
+		var err error
+		if p.r, err = newReader(ctx, w.db); err != nil {
+			return err
+		}
+	}
+	var m marks
+	if err := p.r.marks.QueryRowContext(ctx).Scan(&m.highWater, &m.releases); err != nil {
+		return err
+	}
+	if m == p.last && !w.due(time.Since(p.lastRead)) {
+		return nil
+	}
+	var err error
+	if p.buf, err = w.read(ctx, p.r, p.buf); err != nil {
+		return err
+	}
+	p.last, p.lastRead = m, time.Now()
+	return nil
 }
 
 // due reports whether the poller must read although the file did not

@@ -13,10 +13,11 @@ import (
 )
 
 // TestWatchLeaseHolderGone: a Store that watches leases of two holders
-// tests each holder's liveness lock with one goroutine per holder, learned
-// from the rows it reads (no TryAcquire needed). When one holder dies, the
-// watchers of its lease receive the zero Lease (WatchRelease watchers wake)
-// within milliseconds, the watchers of the other lease nothing; a
+// tests each holder's liveness lock once per wake-up of its poller, the
+// holders learned from the rows it reads (no TryAcquire needed). When one
+// holder dies, the watchers of its lease receive the zero Lease
+// (WatchRelease watchers wake) within a few watch intervals, once, and the
+// watchers of the other lease nothing; the dead holder is tested no more. A
 // TryAcquire then takes the lease over, and its new state follows.
 func TestWatchLeaseHolderGone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
@@ -34,8 +35,8 @@ func TestWatchLeaseHolderGone(t *testing.T) {
 	defer stopOther()
 	requireState(t, ch, l, wakeBound)
 	requireState(t, other, o, wakeBound)
-	require.Eventually(t, func() bool { return sqlitelease.HolderWatches(w) == 2 }, wakeBound, time.Millisecond,
-		"one liveness watch per holder")
+	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(w) == 2 }, wakeBound, time.Millisecond,
+		"both holders tested")
 
 	start := time.Now()
 	require.NoError(t, sqlitelease.Die(dying))
@@ -43,11 +44,16 @@ func TestWatchLeaseHolderGone(t *testing.T) {
 	requireWoken(t, released, deathBound)
 	t.Logf("the zero Lease arrived %v after the holder's death", took)
 	assert.Less(t, time.Since(start), deathBound)
-	assert.Equal(t, 1, sqlitelease.HolderWatches(w), "the dead holder's watch ended")
+	assert.Equal(t, 1, sqlitelease.TestedHolders(w), "the dead holder is tested no more")
+	polls, tests := sqlitelease.LivenessTests(w)
+	requireNoState(t, ch, 50*time.Millisecond) // the zero Lease comes once
+	polls2, tests2 := sqlitelease.LivenessTests(w)
+	require.Greater(t, polls2, polls)
+	assert.Equal(t, polls2-polls, tests2-tests, "the live holder alone tested, once per wake-up")
 
 	next, err := w.TryAcquire(bg(t), "job", "w", 15*time.Second, elector.Lease{})
 	require.NoError(t, err, "the holder is gone: taken over at once")
 	requireState(t, ch, next, wakeBound)
 	requireNoState(t, other, 50*time.Millisecond)
-	require.Eventually(t, func() bool { return sqlitelease.HolderWatches(w) == 1 }, wakeBound, time.Millisecond)
+	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(w) == 1 }, wakeBound, time.Millisecond)
 }

@@ -126,7 +126,7 @@ RETURNING expires_at`
 				return elector.Lease{}, err
 			}
 		}
-		err := pool.QueryRow(ctx, st.Acquire, name, candidate, ttl.Microseconds(), int64(observed.Token), int64(observed.Version)).
+		err := pool.QueryRow(ctx, st.Acquire, pgx.QueryExecModeExec, name, candidate, ttl.Microseconds(), int64(observed.Token), int64(observed.Version)).
 			Scan(&won, &holder, &token, &version, &ttlUS, &written)
 		return elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version), TTL: time.Duration(ttlUS) * time.Microsecond}, err
 	}

@@ -210,6 +210,7 @@ func (s *Store) Close() error {
 			l.stop()
 		}
 		s.leaseWatch.close()
+		s.stopRenewals()
 		s.leases.Close()
 		if s.ownsPool {
 			s.pool.Close()

@@ -168,7 +168,12 @@ func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
 		failovers[0], failovers[len(failovers)/2], failovers[len(failovers)-1])
 	assert.Greater(t, failovers[0], ttl-renew, "no takeover before TTL after the last renewal")
 	assert.Less(t, failovers[len(failovers)-1], ttl+retry+time.Second, "takeover within TTL + a poll + margin")
-	assert.EqualValues(t, 2*n, cs.acquires.Load(), "one TryAcquire per takeover: candidates wake when their watch completes")
+	// A renewal in flight when its holder abandoned may still commit after
+	// the candidate read the lease: that candidate's compare-and-set then
+	// fails and it watches once more. Allow a few of those, no polling.
+	acquires := cs.acquires.Load()
+	assert.GreaterOrEqual(t, acquires, int64(2*n))
+	assert.LessOrEqual(t, acquires, int64(2*n+n/10), "one TryAcquire per takeover: candidates wake when their watch completes")
 }
 
 // TestWatchLeaseHearsRelease proves that a release through another Store is

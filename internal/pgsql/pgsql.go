@@ -3,7 +3,7 @@
 package pgsql
 
 // Statements are the lease statements on one lease table. Every statement
-// but Watch and List takes the lease name as $1.
+// but Watch, List and RenewBatch takes the lease name as $1.
 type Statements struct {
 	// Get reads the unreleased lease of $1: holder, token, version, ttl_us
 	// and written_at. No row means the lease is free (never taken, or
@@ -27,6 +27,16 @@ type Statements struct {
 	// and token $3 still hold the unreleased lease; it returns version,
 	// ttl_us and written_at, or no row.
 	Renew string
+
+	// RenewBatch is Renew for many leases in one statement: the text arrays
+	// $1 (names), $2 (holders) and the bigint arrays $3 (tokens) and $4 (TTLs
+	// in microseconds) give one renewal per index, with distinct names. It
+	// returns name, version, ttl_us and written_at for each lease renewed. It
+	// skips, rather than waits for, a row that another transaction has locked
+	// (a fenced write, a takeover), so one lease never holds up the others:
+	// a name without a row was either not held by that term or locked, and
+	// Renew tells which.
+	RenewBatch string
 
 	// Release marks the lease of holder $2 and token $3 released and sends a
 	// NOTIFY on channel $4 with the lease name as payload; it returns the
@@ -72,6 +82,15 @@ WHERE NOT released AND NOT (token = $4 AND version = $5)`,
 		Renew: `UPDATE ` + table + ` SET version = version + 1, ttl_us = $4, written_at = now()
 WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
 RETURNING version, ttl_us, written_at`,
+		RenewBatch: `WITH mine AS (
+	SELECT l.name, b.ttl_us
+	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS b(name, holder, token, ttl_us)
+	JOIN ` + table + ` AS l ON l.name = b.name AND l.holder = b.holder AND l.token = b.token AND NOT l.released
+	FOR NO KEY UPDATE OF l SKIP LOCKED
+)
+UPDATE ` + table + ` AS l SET version = l.version + 1, ttl_us = mine.ttl_us, written_at = now()
+FROM mine WHERE l.name = mine.name
+RETURNING l.name, l.version, l.ttl_us, l.written_at`,
 		Release: `WITH released AS (
 	UPDATE ` + table + ` SET released = true, version = version + 1, written_at = now()
 	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released

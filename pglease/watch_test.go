@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,20 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/counting"
 	"github.com/leaderaware/leaderaware/internal/tcpproxy"
 )
 
-// countingStore counts TryAcquire calls. Embedding *Store keeps its
-// WatchLease visible to the elector.
-type countingStore struct {
-	*Store
-	acquires atomic.Int64
-}
-
-func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
-	c.acquires.Add(1)
-	return c.Store.TryAcquire(ctx, name, holder, ttl, observed)
-}
+// countingStore counts TryAcquire calls and keeps the Store's WatchLease
+// visible to the elector.
+type countingStore = counting.Store[*Store]
 
 // expectState waits up to d for states to deliver want (same Token and
 // Version; the zero Lease for free), skipping older states.
@@ -65,7 +57,7 @@ func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
 		holderStores = 5
 	)
 	schema := freshSchema(t)
-	cs := &countingStore{Store: openStore(t, WithSchema(schema))}
+	cs := &countingStore{S: openStore(t, WithSchema(schema))}
 	name := func(i int) string { return fmt.Sprintf("many/%d", i) }
 
 	// The holders renew on several Stores (two connections each), their
@@ -120,11 +112,11 @@ func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
 		}
 	}
 
-	waitFor(t, 10*time.Second, "every candidate's first TryAcquire", func() bool { return cs.acquires.Load() >= n })
-	reads0 := cs.leaseWatch.reads.Load()
+	waitFor(t, 10*time.Second, "every candidate's first TryAcquire", func() bool { return cs.Acquires.Load() >= n })
+	reads0 := cs.S.leaseWatch.reads.Load()
 	time.Sleep(ttl + renew) // long enough for any watch that saw no renewal to complete
-	assert.EqualValues(t, n, cs.acquires.Load(), "waiting candidates must make no TryAcquire while the holders renew")
-	reads := cs.leaseWatch.reads.Load() - reads0
+	assert.EqualValues(t, n, cs.Acquires.Load(), "waiting candidates must make no TryAcquire while the holders renew")
+	reads := cs.S.leaseWatch.reads.Load() - reads0
 	t.Logf("%d batched reads for %d candidates in %v", reads, n, ttl+renew)
 	assert.LessOrEqual(t, reads, int64((ttl+renew)/(retry/2))+2, "one read per poll for all candidates")
 	assert.GreaterOrEqual(t, reads, int64(2), "the watcher must poll")
@@ -147,7 +139,7 @@ func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
 	t.Logf("handoff after release: median %v, max %v", handoffs[len(handoffs)/2], handoffs[len(handoffs)-1])
 	assert.Less(t, handoffs[len(handoffs)/2], retry/5, "a release must wake its candidate at once, not at the next poll")
 	assert.Less(t, handoffs[len(handoffs)-1], wakeBound)
-	assert.EqualValues(t, n+n/2, cs.acquires.Load(), "one TryAcquire per released lease")
+	assert.EqualValues(t, n+n/2, cs.Acquires.Load(), "one TryAcquire per released lease")
 
 	// Crashes: the other holders stop renewing. Each candidate takes over
 	// once it has seen the last version for TTL; it saw it within a poll of
@@ -171,7 +163,7 @@ func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
 	// A renewal in flight when its holder abandoned may still commit after
 	// the candidate read the lease: that candidate's compare-and-set then
 	// fails and it watches once more. Allow a few of those, no polling.
-	acquires := cs.acquires.Load()
+	acquires := cs.Acquires.Load()
 	assert.GreaterOrEqual(t, acquires, int64(2*n))
 	assert.LessOrEqual(t, acquires, int64(2*n+n/10), "one TryAcquire per takeover: candidates wake when their watch completes")
 }

@@ -14,20 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/counting"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
-// countingStore counts TryAcquire calls. It embeds the concrete store, so
-// WatchLease stays visible to the elector.
-type countingStore struct {
-	*sqlitelease.Store
-	tries atomic.Int64
-}
-
-func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
-	c.tries.Add(1)
-	return c.Store.TryAcquire(ctx, name, holder, ttl, observed)
-}
+// countingStore counts TryAcquire calls and keeps the Store's WatchLease
+// visible to the elector.
+type countingStore = counting.Store[*sqlitelease.Store]
 
 // TestHandoffAcrossStores hands a lease back and forth between two electors
 // on two Stores of one file, as two processes would. Each waiting candidate
@@ -39,7 +32,7 @@ func TestHandoffAcrossStores(t *testing.T) {
 		bound    = 500 * time.Millisecond // generous; typical is one 20 ms poll
 	)
 	path := filepath.Join(t.TempDir(), "leases.db")
-	stores := [2]*countingStore{{Store: openPath(t, path)}, {Store: openPath(t, path)}}
+	stores := [2]*countingStore{{S: openPath(t, path)}, {S: openPath(t, path)}}
 	var electors [2]*elector.LeaseElector
 	for i, h := range []string{"replica-0", "replica-1"} {
 		e, err := elector.New(stores[i], "handoff", elector.Config{TTL: 10 * time.Second, RetryInterval: 5 * time.Second, Holder: h})
@@ -58,13 +51,13 @@ func TestHandoffAcrossStores(t *testing.T) {
 	cur := 0
 	for range handoffs {
 		next := 1 - cur
-		before := stores[next].tries.Load()
+		before := stores[next].Acquires.Load()
 		won := make(chan result, 1)
 		go func() {
 			t, err := electors[next].Campaign(ctx)
 			won <- result{t, err}
 		}()
-		require.Eventually(t, func() bool { return stores[next].tries.Load() > before },
+		require.Eventually(t, func() bool { return stores[next].Acquires.Load() > before },
 			time.Second, time.Millisecond, "the candidate tries once and is refused")
 		time.Sleep(30 * time.Millisecond) // now it waits
 
@@ -79,7 +72,7 @@ func TestHandoffAcrossStores(t *testing.T) {
 			t.Fatalf("replica-%d did not take over within 3s of the resignation", next)
 		}
 		require.Less(t, took[len(took)-1], bound, "handoff %d", len(took))
-		require.LessOrEqual(t, stores[next].tries.Load()-before, int64(3), "woken for the release, not by churn")
+		require.LessOrEqual(t, stores[next].Acquires.Load()-before, int64(3), "woken for the release, not by churn")
 		cur = next
 	}
 	require.NoError(t, term.Resign(ctx))
@@ -113,7 +106,7 @@ func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
 	)
 	path := filepath.Join(t.TempDir(), "leases.db")
 	a := openPath(t, path)
-	b := &countingStore{Store: openPath(t, path)}
+	b := &countingStore{S: openPath(t, path)}
 	ctx, cancel := context.WithCancel(bg(t))
 	defer cancel()
 
@@ -140,14 +133,14 @@ func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
 			won <- result{i, campaignResult{term, err, time.Now()}}
 		}()
 	}
-	require.Eventually(t, func() bool { return b.tries.Load() >= n }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return b.Acquires.Load() >= n }, 5*time.Second, time.Millisecond,
 		"each candidate tries once and is refused")
 	// Wait, by the holders' own count, until every lease was renewed about
 	// twice: polling candidates would have read their lease some 50 times
 	// each by then.
 	from := renewed.n.Load()
 	require.Eventually(t, func() bool { return renewed.n.Load() >= from+2*n }, 30*time.Second, 10*time.Millisecond)
-	require.Equal(t, int64(n), b.tries.Load(), "waiting candidates made store calls")
+	require.Equal(t, int64(n), b.Acquires.Load(), "waiting candidates made store calls")
 
 	var terms []elector.Term
 	defer func() {
@@ -190,6 +183,6 @@ func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
 		took = collect(n/2, n, func(int) time.Time { return died })
 		t.Logf("%d leases of a dead holder taken over, the last %v after its death", n/2, took)
 		assert.Less(t, took, bound)
-		assert.Equal(t, int64(2*n), b.tries.Load(), "one TryAcquire to start, one to win")
+		assert.Equal(t, int64(2*n), b.Acquires.Load(), "one TryAcquire to start, one to win")
 	}
 }

@@ -114,7 +114,7 @@ func TestLiveOwnLockIsNoProof(t *testing.T) {
 func TestLiveCampaignWokenByDeath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	a := openPath(t, path)
-	b := &countingStore{Store: openPath(t, path)}
+	b := &countingStore{S: openPath(t, path)}
 	ea, err := elector.New(a, "job", elector.Config{TTL: 15 * time.Second, Holder: "a"})
 	require.NoError(t, err)
 	ta, err := ea.Campaign(bg(t))
@@ -128,9 +128,9 @@ func TestLiveCampaignWokenByDeath(t *testing.T) {
 		term, err := eb.Campaign(bg(t))
 		won <- campaignResult{term, err, time.Now()}
 	}()
-	require.Eventually(t, func() bool { return b.tries.Load() > 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.Acquires.Load() > 0 }, 5*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond) // it waits now
-	require.Equal(t, 1, sqlitelease.TestedHolders(b.Store), "the poller tests the holder")
+	require.Equal(t, 1, sqlitelease.TestedHolders(b.S), "the poller tests the holder")
 
 	start := time.Now()
 	require.NoError(t, sqlitelease.Die(a))
@@ -139,9 +139,9 @@ func TestLiveCampaignWokenByDeath(t *testing.T) {
 	t.Logf("the candidate led %v after the holder's death", took)
 	assert.Less(t, took, deathBound)
 	assert.Greater(t, r.term.Token(), ta.Token())
-	assert.LessOrEqual(t, b.tries.Load(), int64(3), "woken by the death, not by polling")
+	assert.LessOrEqual(t, b.Acquires.Load(), int64(3), "woken by the death, not by polling")
 	require.NoError(t, r.term.Resign(bg(t)))
-	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(b.Store) == 0 }, time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(b.S) == 0 }, time.Second, time.Millisecond,
 		"a gone holder is tested no more")
 }
 

@@ -154,7 +154,7 @@ func (h *holderProc) stop(t *testing.T) {
 // found the lease held (and waits).
 func waitingCandidate(t *testing.T, ctx context.Context, path string, ttl, retry time.Duration) <-chan campaignResult {
 	t.Helper()
-	b := &countingStore{Store: openPath(t, path)}
+	b := &countingStore{S: openPath(t, path)}
 	e, err := elector.New(b, "job", elector.Config{TTL: ttl, RetryInterval: retry, Holder: "candidate"})
 	require.NoError(t, err)
 	won := make(chan campaignResult, 1)
@@ -162,7 +162,7 @@ func waitingCandidate(t *testing.T, ctx context.Context, path string, ttl, retry
 		term, err := e.Campaign(ctx)
 		won <- campaignResult{term, err, time.Now()}
 	}()
-	require.Eventually(t, func() bool { return b.tries.Load() > 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.Acquires.Load() > 0 }, 5*time.Second, time.Millisecond)
 	time.Sleep(30 * time.Millisecond) // in its wait now
 	select {
 	case r := <-won:

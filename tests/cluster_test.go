@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +33,20 @@ type cluster struct {
 
 	mu      sync.Mutex
 	procs   map[string]*proc
-	running string          // holder whose job runs, "" if none
-	frozen  map[string]bool // holders stopped by SIGSTOP (true: while their job ran): their jobs cannot run
-	wg      sync.WaitGroup
+	running string // holder whose job runs, "" if none
+	// overlaps are STARTs read while another job ran, until that job's
+	// STOP shows whether it stopped before the START was printed: lines of
+	// two processes are read by two goroutines, so a handoff's START may
+	// be read before the STOP printed ahead of it.
+	overlaps []overlap
+	frozen   map[string]bool // holders stopped by SIGSTOP (true: while their job ran): their jobs cannot run
+	wg       sync.WaitGroup
+}
+
+// overlap is a START read while the running holder's job had not stopped.
+type overlap struct {
+	start   event
+	running string
 }
 
 // proc is one leaderproc.
@@ -47,6 +59,11 @@ type proc struct {
 func newCluster(t *testing.T, args ...string) *cluster {
 	c := &cluster{t: t, args: args, events: make(chan event, 100), procs: make(map[string]*proc), frozen: make(map[string]bool)}
 	t.Cleanup(c.stopAll)
+	t.Cleanup(func() {
+		for _, o := range c.overlaps {
+			t.Errorf("two leaders: %s started (token %d) while %s ran, which never stopped", o.start.holder, o.start.token, o.running)
+		}
+	})
 	return c
 }
 
@@ -109,20 +126,35 @@ func (c *cluster) record(line string) {
 		return
 	}
 	ev := event{kind: f[0], holder: f[1], at: time.Now()}
-	if len(f) == 3 {
+	if len(f) >= 3 {
 		ev.token, _ = strconv.ParseUint(f[2], 10, 64)
+	}
+	if len(f) == 4 { // the time the process printed it
+		if ns, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+			ev.at = time.Unix(0, ns)
+		}
 	}
 	c.mu.Lock()
 	switch ev.kind {
 	case "START":
 		if _, frozen := c.frozen[c.running]; c.running != "" && !frozen {
-			c.t.Errorf("two leaders: %s started (token %d) while %s runs", ev.holder, ev.token, c.running)
+			c.overlaps = append(c.overlaps, overlap{start: ev, running: c.running})
 		}
 		c.running = ev.holder
 	case "STOP":
 		if c.running == ev.holder {
 			c.running = ""
 		}
+		c.overlaps = slices.DeleteFunc(c.overlaps, func(o overlap) bool {
+			if o.running != ev.holder {
+				return false
+			}
+			if ev.at.After(o.start.at) {
+				c.t.Errorf("two leaders: %s started (token %d) at %s, %v before %s stopped", o.start.holder, o.start.token,
+					o.start.at.Format("15:04:05.000"), ev.at.Sub(o.start.at), ev.holder)
+			}
+			return true
+		})
 	}
 	c.mu.Unlock()
 	c.events <- ev

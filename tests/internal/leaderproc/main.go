@@ -102,12 +102,12 @@ func (j *printJob) Start(ctx context.Context) error {
 		return fmt.Errorf("no term in the start context")
 	}
 	j.token = t.Token()
-	j.out.printf("START %s %d", j.holder, j.token)
+	j.out.printf("START %s %d %d", j.holder, j.token, time.Now().UnixNano())
 	return nil
 }
 
 func (j *printJob) Stop(context.Context) error {
-	j.out.printf("STOP %s %d", j.holder, j.token)
+	j.out.printf("STOP %s %d %d", j.holder, j.token, time.Now().UnixNano())
 	return nil
 }
 

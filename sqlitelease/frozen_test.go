@@ -80,6 +80,11 @@ func TestFrozenFencedWriter(t *testing.T) {
 		t.Fatal("the frozen holder's term did not end when its trust window closed")
 	}
 	require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+	// A renewal attempt that began just before the window closed may still
+	// wait for the lock; were the lock freed now, it could land (harmless:
+	// the job has stopped, and its Resign would release the row) and change
+	// the version the candidate watched. Abandon waits for it to give up.
+	term.Abandon()
 
 	close(resume)
 	err = <-result

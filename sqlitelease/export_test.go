@@ -65,3 +65,10 @@ func WatchReads(s *Store) uint64 {
 	defer s.watch.mu.Unlock()
 	return s.watch.reads
 }
+
+// SetOpenHook makes Open call fn after it has set up the schema, and
+// returns a function that removes it.
+func SetOpenHook(fn func()) (restore func()) {
+	testHookSetUp = fn
+	return func() { testHookSetUp = nil }
+}

@@ -188,3 +188,55 @@ func TestFileChangedReadsRecheck(t *testing.T) {
 	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
 	assert.NotErrorIs(t, err, elector.ErrHeld)
 }
+
+// TestFileReplacedDuringOpen replaces the file while Open sets up its
+// connection, as a `rm` and a new replica's Open racing a starting process
+// do. The Store must work on the file the path names once Open returns,
+// never on the deleted one: a lease it acquires is seen by a Store opened
+// afterwards.
+func TestFileReplacedDuringOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	openPath(t, path) // the file exists before Open starts
+	replaced := false
+	defer sqlitelease.SetOpenHook(func() {
+		if replaced {
+			return
+		}
+		replaced = true
+		removeDB(t, path)
+		s, err := sqlitelease.Open(path)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	})()
+	s := openPath(t, path)
+	require.True(t, replaced)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	got, err := openPath(t, path).Get(bg(t), "job")
+	require.NoError(t, err)
+	assert.Equal(t, l, got, "the lease must be in the file at the path")
+}
+
+// TestFileKeptReplacedDuringOpen replaces the file every time Open sets it
+// up: Open gives up with an error that says so, rather than work on a file
+// that may not be the one at the path.
+func TestFileKeptReplacedDuringOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	nested := false
+	defer sqlitelease.SetOpenHook(func() {
+		if nested {
+			return
+		}
+		nested = true
+		defer func() { nested = false }()
+		removeDB(t, path)
+		s, err := sqlitelease.Open(path)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	})()
+	_, err := sqlitelease.Open(path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), path)
+	assert.Contains(t, err.Error(), "named another file")
+}

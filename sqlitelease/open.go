@@ -22,6 +22,9 @@ import (
 // keep locked while it migrates the schema.
 const openTimeout = 30 * time.Second
 
+// testHookSetUp, if set, runs in Open after the schema is set up.
+var testHookSetUp func()
+
 // ErrNetworkFS is returned by [Open] for a path on a network filesystem,
 // unless [AllowNetworkFS] is given.
 var ErrNetworkFS = errors.New("network filesystems are refused: SQLite locking is unreliable there")
@@ -60,29 +63,29 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	abs, err := preparePath(path, cfg)
+	var (
+		s    *Store
+		from int
+		err  error
+	)
+	for attempt := 1; ; attempt++ {
+		s, from, err = openFile(path, cfg)
+		if !errors.Is(err, errReplaced) {
+			break
+		}
+		if attempt == openAttempts {
+			return nil, fmt.Errorf("sqlitelease: open %q: the path named another file each of %d times SQLite opened it: "+
+				"stop whatever keeps replacing it", path, openAttempts)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn(abs, cfg))
-	if err != nil {
-		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
-	}
-	s := &Store{path: path, abs: abs, opened: time.Now(), cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
-	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
-	from, err := s.setUp(ctx)
-	if err == nil {
-		s.file, err = os.Stat(abs) // the file SQLite opened, unless it changed in these microseconds
-	}
-	if err != nil {
-		_ = s.Close()
-		return nil, openError(path, err)
-	}
 	// The liveness lock comes last, next to a file known to be a lease
 	// store, and before any lease is written.
-	if s.live, err = openSidecar(abs); err != nil {
+	if s.live, err = openSidecar(s.abs); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
@@ -91,12 +94,67 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	attrs := []any{"path", abs}
+	attrs := []any{"path", s.abs}
 	if from < SchemaVersion {
 		attrs = append(attrs, "schema_version", SchemaVersion, "migrated_from", from)
 	}
 	slog.Info("sqlitelease: opened the lease store", attrs...)
 	return s, nil
+}
+
+// openAttempts is how many times Open opens a file that the path stops
+// naming meanwhile before it gives up.
+const openAttempts = 3
+
+// errReplaced says that the path named another file once SQLite had opened
+// it; openFile has closed what it opened.
+var errReplaced = errors.New("the file was replaced while it was opened")
+
+// openFile opens the file at path and sets it up (see setUp). The file is
+// recorded before SQLite opens it, and checked again after: were it
+// replaced in between, the connections could hold the old file while the
+// checks of every lease write compare the path with the new one, and the
+// Store would lead alone on a file nobody else sees. Then it returns
+// errReplaced.
+func openFile(path string, cfg config) (*Store, int, error) {
+	abs, err := preparePath(path, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	db, err := sql.Open("sqlite", dsn(abs, cfg))
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	s := &Store{path: path, abs: abs, opened: time.Now(), cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
+	s.watch.init(db, cfg.watchInterval)
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	s.file, err = os.Stat(abs)
+	var from int
+	if err == nil {
+		from, err = s.setUp(ctx)
+	}
+	if err == nil && testHookSetUp != nil {
+		testHookSetUp()
+	}
+	var now os.FileInfo
+	if err == nil {
+		now, err = os.Stat(abs)
+	}
+	if err == nil && !os.SameFile(s.file, now) {
+		err = errReplaced
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		err = errReplaced // deleted since preparePath created it
+	}
+	if err != nil {
+		_ = s.Close()
+		if errors.Is(err, errReplaced) {
+			return nil, 0, err
+		}
+		return nil, 0, openError(path, err)
+	}
+	return s, from, nil
 }
 
 // dsn returns the data source name of the file at the absolute path abs.

@@ -108,14 +108,16 @@
 // waiting candidates at once. For changes by other processes, one goroutine
 // per Store, running only while someone waits, reads two counters that
 // triggers keep in leaderaware_meta (the token high-water mark, which every
-// new term raises, and the count of released terms) every
-// [DefaultWatchInterval] (on Linux it then tests the liveness of the
-// holders, see Process death). When one changed, and otherwise once per the
-// candidates' RetryInterval, it reads every watched lease that changed in
-// one statement and hands each candidate its new state: a renewal restarts
-// its watch, a free lease wakes it. Handoff between processes thus takes a
-// few tens of milliseconds instead of a RetryInterval, and renewals by a
-// leader of many leases cost its followers one read per RetryInterval.
+// new term raises, and the count of released terms). On Linux it does so
+// when the liveness file (see Process death) tells it that another Store
+// began or ended a term, and then tests the liveness of the holders;
+// elsewhere every [DefaultWatchInterval]. When a counter changed, and
+// otherwise once per the candidates' RetryInterval, it reads every watched
+// lease that changed in one statement and hands each candidate its new
+// state: a renewal restarts its watch, a free lease wakes it. Handoff
+// between processes thus takes about a millisecond on Linux instead of a
+// RetryInterval, and renewals by a leader of many leases cost its
+// followers one read per RetryInterval.
 //
 // # Process death
 //
@@ -129,10 +131,12 @@
 // that byte (F_OFD_GETLK), and if no lock is on it, no process of that
 // holder can still run the job: it takes the lease over at once, with a
 // compare-and-set on the version it just read. While candidates wait, the
-// goroutine that watches the file for them (see Handoff) also tests, every
-// [DefaultWatchInterval], the byte of each holding Store they wait for, and
-// wakes them when the lock is gone, so a crashed holder is replaced within
-// a few tens of milliseconds instead of one TTL. Close first clears the record of the
+// goroutine that watches the file for them (see Handoff) also tests the
+// byte of each holding Store they wait for whenever a process closes the
+// liveness file (the kernel reports it, through inotify, and a process
+// that dies closes it), and at least every [DefaultWatchInterval]. It wakes
+// them when the lock is gone, so a crashed holder is replaced within
+// milliseconds instead of one TTL. Close first clears the record of the
 // leases its Store still holds (their jobs may still run, so candidates
 // wait the elapsed-time rule for them), then drops the lock. Containers that
 // share the host's kernel and the database's volume see each other's locks

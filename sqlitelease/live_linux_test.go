@@ -170,7 +170,8 @@ func requireWon(t *testing.T, won <-chan campaignResult, within time.Duration) c
 // the candidates of that holder's leases only.
 func TestLiveOneTestPerHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
-	a1, a2, b := openPath(t, path), openPath(t, path), openPath(t, path)
+	a1, a2 := openPath(t, path), openPath(t, path)
+	b := openPath(t, path, sqlitelease.WithWatchInterval(20*time.Millisecond)) // wake-ups to count
 	owner := map[string]*sqlitelease.Store{"x": a1, "y": a1, "z": a1, "w": a2}
 	for name, s := range owner {
 		_, err := s.TryAcquire(bg(t), name, "a", 15*time.Second, elector.Lease{})

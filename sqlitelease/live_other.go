@@ -20,3 +20,14 @@ func (sc *sidecar) withMark(_ context.Context, issue func(mark int64) (int64, er
 
 // close has nothing to close.
 func (sc *sidecar) close() error { return nil }
+
+// fileEvents is empty: outside Linux the poller relies on its interval.
+type fileEvents struct{}
+
+func (sc *sidecar) events() *fileEvents      { return nil }
+func (ev *fileEvents) wait() <-chan struct{} { return nil }
+func (ev *fileEvents) tookClose() bool       { return false }
+func (ev *fileEvents) stop()                 {}
+
+// touch has nobody to wake.
+func (sc *sidecar) touch() {}

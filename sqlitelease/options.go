@@ -14,8 +14,9 @@ const (
 	// DefaultWatchInterval is how often the store checks the file for
 	// releases and new terms by other processes, and on Linux the liveness
 	// of their holders, while someone watches leases (see
-	// [Store.WatchLease] and [Store.WatchRelease]).
-	DefaultWatchInterval = 20 * time.Millisecond
+	// [Store.WatchLease] and [Store.WatchRelease]), if nothing wakes it
+	// sooner: on Linux, every new term, release and holder death does.
+	DefaultWatchInterval = 250 * time.Millisecond
 )
 
 // An Option configures [Open]. Options are values: the same Option may be
@@ -70,12 +71,14 @@ func (o busyTimeout) apply(c *config) { c.busyTimeout = time.Duration(o) }
 
 // WithWatchInterval sets how often the store polls the file for releases
 // and new terms by other processes while candidates watch leases, and on
-// Linux tests the liveness of their holders: the cross-process handoff
-// latency, and the delay before a dead holder is replaced, are about one
-// interval. Each poll is one point read of two counters and one
+// Linux tests the liveness of their holders. Outside Linux the
+// cross-process handoff latency is about one interval. On Linux the
+// liveness file wakes the poller at once for each of those events (see
+// [Store.WatchLease]), and the interval only bounds what a missed wake-up
+// could cost. Each poll is one point read of two counters and one
 // non-blocking lock test per distinct holder; the watched leases are read
-// only when they changed (see [Store.WatchLease]). Default
-// [DefaultWatchInterval]; d must be positive.
+// only when they changed. Default [DefaultWatchInterval]; d must be
+// positive.
 func WithWatchInterval(d time.Duration) Option { return watchInterval(d) }
 
 type watchInterval time.Duration

@@ -369,6 +369,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	if err != nil {
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
+	s.live.touch() // a term began: wake the other Stores' watchers
 	return l, nil
 }
 
@@ -454,6 +455,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	}
 	if n > 0 {
 		s.watch.notify(l.Name, l.Token)
+		s.live.touch()
 	}
 	return nil
 }

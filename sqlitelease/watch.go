@@ -13,27 +13,30 @@ import (
 
 // WatchLease implements [elector.LeaseWatcher]. The channel receives the
 // current lease of name whenever this Store sees a new state of it: at once
-// for a release through this Store, within about one watch interval (see
-// [WithWatchInterval]) for a release or a new term by another Store or
-// process, and at the store's next read for a renewal. The zero Lease means
-// that the lease is free, or, on Linux, that its holder's process is gone
-// (it died, or closed its Store without clearing its record): a TryAcquire
-// through this Store then takes it over at once. The store reads the lease
-// at least every `every` (every watch interval if every is shorter). The
-// channel holds the latest state only and is never closed; after
-// [Store.Close] it never receives. The caller must call stop once it no
-// longer watches.
+// for a release through this Store, on Linux at once (otherwise within
+// about one watch interval, see [WithWatchInterval]) for a release or a new
+// term by another Store or process, and at the store's next read for a
+// renewal. The zero Lease means that the lease is free, or, on Linux, that
+// its holder's process is gone (it died, or closed its Store without
+// clearing its record): a TryAcquire through this Store then takes it over
+// at once. The store reads the lease at least every `every` (every watch
+// interval if every is shorter). The channel holds the latest state only
+// and is never closed; after [Store.Close] it never receives. The caller
+// must call stop once it no longer watches.
 //
-// While anyone watches, one goroutine per Store reads, every watch interval
-// and on a connection of its own, two counters that triggers keep in the
-// file: the token high-water mark, which grows with every new term, and the
-// count of released terms. When one changed, or the shortest every passed,
-// it reads the watched leases that changed, all in one statement; a file
-// where leases are only renewed costs one such read per every. On Linux,
-// the same goroutine also tests, on each of those wake-ups, the liveness
-// lock of each distinct holding Store whose leases are watched (see the
-// package documentation), so a holder's death reaches the watchers within
-// about one watch interval. It stops when the last watcher stops, or at
+// While anyone watches, one goroutine per Store reads two counters that
+// triggers keep in the file, on a connection of its own: the token
+// high-water mark, which grows with every new term, and the count of
+// released terms. When one changed, or the shortest every passed, it reads
+// the watched leases that changed, all in one statement; a file where
+// leases are only renewed costs one such read per every. On Linux, the
+// same goroutine also tests the liveness lock of each distinct holding
+// Store whose leases are watched (see the package documentation), and it
+// wakes when the liveness file tells it to: every Store touches the file
+// after a commit that begins or ends a term, and the kernel reports every
+// close of the file, which a dying process does (inotify, one descriptor
+// and one more goroutine per watching Store). Otherwise it wakes every
+// watch interval. It stops when the last watcher stops, or at
 // [Store.Close].
 func (s *Store) WatchLease(name string, every time.Duration) (states <-chan elector.Lease, stop func()) {
 	ch := make(chan elector.Lease, 1)
@@ -360,34 +363,53 @@ func (r *reader) close() {
 	_ = r.conn.Close()
 }
 
-// run is the poller. Every watch interval, and when woken, it reads the
-// marks; when they changed since its last read of the watched leases (or a
-// lease is not read yet, or the shortest every has passed), it reads the
-// watched leases that changed and delivers their new states. Then it tests
-// the liveness of the holders of the watched leases, each once. The marks
-// are read before the leases, so that a read never covers a release that
-// the marks it records do not. Errors are ignored (the connection is
-// replaced): the elector's own reads remain the correctness path.
+// run is the poller. Every watch interval, when woken, and on Linux when
+// another Store began or ended a term or closed the liveness file (see
+// fileEvents), it reads the marks; when they changed since its last read
+// of the watched leases (or a lease is not read yet, or the shortest every
+// has passed), it reads the watched leases that changed and delivers their
+// new states. Then it tests the liveness of the holders of the watched
+// leases, each once. The marks are read before the leases, so that a read
+// never covers a release that the marks it records do not. Errors are
+// ignored (the connection is replaced): the elector's own reads remain the
+// correctness path.
 func (w *watchState) run(ctx context.Context) {
 	defer w.forgetHolders()
-	ticker := time.NewTicker(w.interval)
-	defer ticker.Stop()
+	events := w.live.events()
+	defer events.stop()
+	timer := time.NewTimer(w.interval)
+	defer timer.Stop()
 	var p pollState
 	defer p.closeReader()
+	retest := len(closeRetests) // the next of closeRetests to wait; none
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-timer.C:
 		case <-w.kick:
+		case <-events.wait():
+			if events.tookClose() {
+				retest = 0
+			}
 		}
 		if err := w.poll(ctx, &p); err != nil {
 			p.closeReader()
 		}
 		w.syncHolders()
 		w.testHolders()
+		next := w.interval
+		if retest < len(closeRetests) {
+			next, retest = min(next, closeRetests[retest]), retest+1
+		}
+		timer.Reset(next)
 	}
 }
+
+// closeRetests are the delays at which the poller tests the holders again
+// after a process closed the liveness file: the kernel reports the close a
+// moment before it drops the locks of the closing descriptor.
+var closeRetests = []time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond}
 
 // pollState is what the poller keeps between its reads of the file.
 type pollState struct {

@@ -57,3 +57,31 @@ func TestWatchLeaseHolderGone(t *testing.T) {
 	requireNoState(t, other, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(w) == 1 }, wakeBound, time.Millisecond)
 }
+
+// TestWatchWakesOnEvents: on Linux a watching Store does not wait for its
+// watch interval (an hour here) to learn what another Store did to a
+// watched lease: a release, a new term and the death of the new holder
+// each reach its watchers at once, woken by the liveness file.
+func TestWatchWakesOnEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leases.db")
+	w := openPath(t, path, sqlitelease.WithWatchInterval(time.Hour))
+	a, b := openPath(t, path), openPath(t, path)
+	l, err := a.TryAcquire(bg(t), "job", "a", 15*time.Second, elector.Lease{})
+	require.NoError(t, err)
+	ch, stop := w.WatchLease("job", time.Hour)
+	defer stop()
+	requireState(t, ch, l, wakeBound) // the first read is at once
+
+	require.NoError(t, a.Release(bg(t), l))
+	took := requireState(t, ch, elector.Lease{}, deathBound)
+	t.Logf("a release by another Store arrived after %v", took)
+
+	next, err := b.TryAcquire(bg(t), "job", "b", 15*time.Second, elector.Lease{})
+	require.NoError(t, err)
+	took = requireState(t, ch, next, deathBound)
+	t.Logf("a new term by another Store arrived after %v", took)
+
+	require.NoError(t, sqlitelease.Die(b))
+	took = requireState(t, ch, elector.Lease{}, deathBound)
+	t.Logf("the death of its holder arrived after %v", took)
+}

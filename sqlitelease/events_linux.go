@@ -1,0 +1,109 @@
+//go:build linux
+
+package sqlitelease
+
+import (
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileEvents tells the poller when the liveness file changed: a Store
+// touched it (a term began or ended, see touch), or a process closed it
+// (its Store closed, or the process died, which drops its liveness lock).
+// It reads an inotify instance on a goroutine of its own, which stop ends
+// and waits for.
+type fileEvents struct {
+	c      chan struct{} // capacity 1: an event came since the last receive
+	closed atomic.Bool   // one of those events was a close
+	f      *os.File      // the inotify instance
+	done   chan struct{} // closed when the goroutine returns
+	once   sync.Once
+}
+
+// events starts watching the liveness file. Without one (or if inotify
+// fails), it returns nil: the poller then relies on its interval alone.
+func (sc *sidecar) events() *fileEvents {
+	if sc == nil {
+		return nil
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	// The descriptor's /proc link names the file this Store locks, even
+	// if the path names another one now.
+	err = sc.do(func(lfd int) error {
+		_, err := unix.InotifyAddWatch(fd, "/proc/self/fd/"+strconv.Itoa(lfd), unix.IN_ATTRIB|unix.IN_CLOSE_WRITE)
+		return err
+	})
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil
+	}
+	ev := &fileEvents{c: make(chan struct{}, 1), f: os.NewFile(uintptr(fd), "inotify"), done: make(chan struct{})}
+	go ev.read()
+	return ev
+}
+
+func (ev *fileEvents) read() {
+	defer close(ev.done)
+	var buf [4096]byte
+	for {
+		n, err := ev.f.Read(buf[:])
+		if err != nil {
+			return // closed by stop (anything else would repeat)
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			e := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			if e.Mask&(unix.IN_CLOSE_WRITE|unix.IN_Q_OVERFLOW) != 0 {
+				ev.closed.Store(true)
+			}
+			off += unix.SizeofInotifyEvent + int(e.Len)
+		}
+		select {
+		case ev.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait returns the channel that receives when an event came; nil for a nil
+// fileEvents, which never receives.
+func (ev *fileEvents) wait() <-chan struct{} {
+	if ev == nil {
+		return nil
+	}
+	return ev.c
+}
+
+// tookClose reports whether a close came since the last call.
+func (ev *fileEvents) tookClose() bool { return ev != nil && ev.closed.Swap(false) }
+
+// stop ends the goroutine and waits for it.
+func (ev *fileEvents) stop() {
+	if ev == nil {
+		return
+	}
+	ev.once.Do(func() { _ = ev.f.Close() })
+	<-ev.done
+}
+
+// touch sets the liveness file's times to now, which wakes the pollers of
+// the Stores that watch it (see events): a Store calls it after each commit
+// that began or ended a term. It is one system call, and a failure only
+// leaves those pollers to their interval.
+func (sc *sidecar) touch() {
+	if sc == nil {
+		return
+	}
+	_ = sc.do(func(fd int) error {
+		// utimensat(fd, NULL, NULL, 0), which is futimens(fd, NULL).
+		_, _, _ = unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, 0, 0, 0, 0)
+		return nil
+	})
+}

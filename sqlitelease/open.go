@@ -126,6 +126,7 @@ func openFile(path string, cfg config) (*Store, int, error) {
 		return nil, 0, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
 	s := &Store{path: path, abs: abs, opened: time.Now(), cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
+	s.worker.renewAll = s.renewAll
 	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()

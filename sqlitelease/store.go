@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -80,6 +81,7 @@ var ErrFileChanged = errors.New("the database file was deleted, replaced or trun
 type leaseConn struct {
 	conn                                  *sql.Conn
 	acquire, get, getLive, renew, release *sql.Stmt
+	renewBatch                            *sql.Stmt
 	begin, commit, rollback               *sql.Stmt // of the transaction of Store.issue
 }
 
@@ -103,7 +105,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 		sql  string
 	}{
 		{&lc.acquire, sqlitesql.Acquire}, {&lc.get, sqlitesql.Get}, {&lc.getLive, sqlitesql.GetLive},
-		{&lc.renew, sqlitesql.Renew}, {&lc.release, sqlitesql.Release},
+		{&lc.renew, sqlitesql.Renew}, {&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
 		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
 	} {
 		err := retryBusy(ctx, func() (err error) {
@@ -119,7 +121,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.getLive, lc.renew, lc.release, lc.begin, lc.commit, lc.rollback} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.getLive, lc.renew, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -413,17 +415,9 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	if err := checkArgs(l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	ttlMs := millisUp(ttl)
-	written := clock.Wall().UnixMilli()
-	liveFile, liveOffset := s.live.args()
-	var version int64
-	err := s.withLease(ctx, func(lc *leaseConn) error {
-		rows, err := lc.renew.QueryContext(ctx, l.Name, l.Holder, sqlInt(l.Token), ttlMs, written, liveFile, liveOffset)
-		err = scanOne(rows, err, &version)
-		s.noteRecorded(err)
-		return err
-	})
-	switch {
+	r := &renewReq{ctx: ctx, l: l, ttlMs: millisUp(ttl)}
+	s.worker.renew(r)
+	switch err := r.err; {
 	case errors.Is(err, sql.ErrNoRows):
 		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 	case errors.Is(err, ErrFileChanged):
@@ -431,8 +425,106 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	case err != nil:
 		return elector.Lease{}, s.opError("renew", l.Name, err)
 	}
-	l.Version, l.TTL, l.Written = uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
+	l.Version, l.TTL, l.Written = uint64(r.version), fromMillis(r.ttlMs), time.UnixMilli(r.written)
 	return l, nil
+}
+
+// renewAll runs a batch of renewals on the worker goroutine: one with the
+// Renew statement, more with RenewBatch, one statement and one commit for
+// all, bounded by the earliest deadline among them. A renewal that the
+// statement did not renew gets sql.ErrNoRows (its term is lost).
+func (s *Store) renewAll(batch []*renewReq) {
+	written := clock.Wall().UnixMilli()
+	liveFile, liveOffset := s.live.args()
+	if len(batch) == 1 {
+		r := batch[0]
+		r.written = written
+		r.err = s.onLeaseConn(r.ctx, s.checkFile, func(lc *leaseConn) error {
+			rows, err := lc.renew.QueryContext(r.ctx, r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs, written, liveFile, liveOffset)
+			err = scanOne(rows, err, &r.version)
+			s.noteRecorded(err)
+			return err
+		})
+		return
+	}
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	arg := renewBatchArg(batch)
+	renewed := make(map[rowKey]int64, len(batch))
+	err := s.onLeaseConn(ctx, s.checkFile, func(lc *leaseConn) error {
+		clear(renewed)
+		rows, err := lc.renewBatch.QueryContext(ctx, arg, written, liveFile, liveOffset)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k rowKey
+			var version int64
+			if err := rows.Scan(&k.name, &k.token, &version); err != nil {
+				return err
+			}
+			renewed[k] = version
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return rows.Close() // the statement commits here
+	})
+	if len(renewed) > 0 {
+		s.noteRecorded(nil)
+	}
+	for _, r := range batch {
+		r.written = written
+		version, ok := renewed[rowKey{r.l.Name, sqlInt(r.l.Token)}]
+		switch {
+		case err != nil:
+			r.err = err
+		case ok:
+			r.version = version
+		default:
+			r.err = sql.ErrNoRows
+		}
+	}
+}
+
+// rowKey names a term in the result of RenewBatch.
+type rowKey struct {
+	name  string
+	token int64
+}
+
+// batchContext returns a context that ends at the earliest deadline among
+// the batch's renewals (none if they have none). A renewal whose caller
+// cancelled meanwhile is renewed all the same: its term is over, and its
+// holder's Release or the TTL frees the lease.
+func batchContext(batch []*renewReq) (context.Context, context.CancelFunc) {
+	var earliest time.Time
+	for _, r := range batch {
+		if d, ok := r.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+			earliest = d
+		}
+	}
+	if earliest.IsZero() {
+		return context.WithCancel(context.Background())
+	}
+	return context.WithDeadline(context.Background(), earliest)
+}
+
+// renewBatchArg returns the JSON array that RenewBatch reads.
+func renewBatchArg(batch []*renewReq) string {
+	type term struct {
+		N   string `json:"n"`
+		H   string `json:"h"`
+		T   int64  `json:"t"`
+		TTL int64  `json:"ttl"`
+	}
+	terms := make([]term, len(batch))
+	for i, r := range batch {
+		terms[i] = term{r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs}
+	}
+	b, _ := json.Marshal(terms) // strings and integers always encode
+	return string(b)
 }
 
 // Release implements [elector.Store]. It also wakes the candidates that

@@ -3,6 +3,8 @@ package sqlitelease
 import (
 	"context"
 	"sync"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // leaseWorker runs the lease operations of a [Store] on one goroutine, one
@@ -12,21 +14,41 @@ import (
 // garbage collector in between), every operation would grow and copy a
 // stack again, which can cost more CPU than the operation itself. On one
 // goroutine the stack stays grown, for the price of two goroutine switches
-// per operation. The zero value is ready to use.
+// per operation. The zero value with renewAll set is ready to use.
 type leaseWorker struct {
+	// renewAll runs a batch of renewals, setting each one's result; set
+	// before the first renew.
+	renewAll func(batch []*renewReq)
+
 	mu      sync.Mutex
 	jobs    chan func() error // unbuffered; nil until the goroutine starts
 	results chan error        // unbuffered: the result of the job just taken
+	renews  chan *renewReq    // unbuffered; nil until the goroutine starts
 	quit    chan struct{}     // closed by stop
 	done    chan struct{}     // closed when the goroutine returns
 	stopped bool
+}
+
+// renewBatchMax caps the renewals that one batch carries.
+const renewBatchMax = 500
+
+// renewReq is one Renew for the worker, which sets its result and then
+// closes done.
+type renewReq struct {
+	ctx   context.Context // the caller's
+	l     elector.Lease
+	ttlMs int64
+
+	version, written int64 // the result: the new version, and when
+	err              error
+	done             chan struct{}
 }
 
 // run runs fn on the worker goroutine and returns its error. It waits for
 // the worker to take fn (returning ctx's error if ctx ends first, or
 // [ErrClosed] after stop), then for fn to return: fn must heed ctx.
 func (w *leaseWorker) run(ctx context.Context, fn func() error) error {
-	jobs, results, quit, err := w.start()
+	jobs, results, _, quit, err := w.start()
 	if err != nil {
 		return err
 	}
@@ -42,27 +64,67 @@ func (w *leaseWorker) run(ctx context.Context, fn func() error) error {
 	return <-results
 }
 
+// renew hands r to the worker and waits for its result. Renewals that
+// wait for the worker while it is busy go together, in one batch
+// (renewAll), which is how a leader of many leases renews them in a
+// burst with one statement and one commit.
+func (w *leaseWorker) renew(r *renewReq) {
+	_, _, renews, quit, err := w.start()
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.done = make(chan struct{})
+	select {
+	case renews <- r:
+	case <-r.ctx.Done():
+		r.err = r.ctx.Err()
+		return
+	case <-quit:
+		r.err = ErrClosed
+		return
+	}
+	<-r.done // the batch heeds the earliest deadline of its renewals
+}
+
 // start starts the goroutine unless it runs already or the worker stopped.
-func (w *leaseWorker) start() (jobs chan<- func() error, results <-chan error, quit <-chan struct{}, err error) {
+func (w *leaseWorker) start() (jobs chan<- func() error, results <-chan error, renews chan<- *renewReq, quit <-chan struct{}, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
-		return nil, nil, nil, ErrClosed
+		return nil, nil, nil, nil, ErrClosed
 	}
 	if w.jobs == nil {
-		w.jobs, w.results = make(chan func() error), make(chan error)
+		w.jobs, w.results, w.renews = make(chan func() error), make(chan error), make(chan *renewReq)
 		w.quit, w.done = make(chan struct{}), make(chan struct{})
-		go w.loop(w.jobs, w.results, w.quit, w.done)
+		go w.loop(w.jobs, w.results, w.renews, w.quit, w.done)
 	}
-	return w.jobs, w.results, w.quit, nil
+	return w.jobs, w.results, w.renews, w.quit, nil
 }
 
-func (w *leaseWorker) loop(jobs <-chan func() error, results chan<- error, quit, done chan struct{}) {
+func (w *leaseWorker) loop(jobs <-chan func() error, results chan<- error, renews <-chan *renewReq, quit, done chan struct{}) {
 	defer close(done)
+	var batch []*renewReq
 	for {
 		select {
 		case fn := <-jobs:
 			results <- fn()
+		case r := <-renews:
+			batch = append(batch[:0], r)
+		more: // the renewals that wait already
+			for len(batch) < renewBatchMax {
+				select {
+				case r := <-renews:
+					batch = append(batch, r)
+				default:
+					break more
+				}
+			}
+			w.renewAll(batch)
+			for _, r := range batch {
+				close(r.done)
+			}
+			clear(batch)
 		case <-quit:
 			return
 		}

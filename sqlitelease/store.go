@@ -415,9 +415,12 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	if err := checkArgs(l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	r := &renewReq{ctx: ctx, l: l, ttlMs: millisUp(ttl)}
-	s.worker.renew(r)
-	switch err := r.err; {
+	if err := elector.ValidateHolder(l.Holder); err != nil {
+		return elector.Lease{}, err
+	}
+	ttlMs := millisUp(ttl)
+	res := s.worker.renew(&renewReq{ctx: ctx, l: l, ttlMs: ttlMs})
+	switch err := res.err; {
 	case errors.Is(err, sql.ErrNoRows):
 		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 	case errors.Is(err, ErrFileChanged):
@@ -425,30 +428,65 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	case err != nil:
 		return elector.Lease{}, s.opError("renew", l.Name, err)
 	}
-	l.Version, l.TTL, l.Written = uint64(r.version), fromMillis(r.ttlMs), time.UnixMilli(r.written)
+	l.Version, l.TTL, l.Written = uint64(res.version), fromMillis(ttlMs), time.UnixMilli(res.written)
 	return l, nil
 }
 
-// renewAll runs a batch of renewals on the worker goroutine: one with the
-// Renew statement, more with RenewBatch, one statement and one commit for
-// all, bounded by the earliest deadline among them. A renewal that the
-// statement did not renew gets sql.ErrNoRows (its term is lost).
+// renewAll runs a batch of renewals on the worker goroutine and sends each
+// its result. Those whose caller gave up are skipped; a second renewal of
+// a term already in the batch runs after it. One renewal runs the Renew
+// statement; more run RenewBatch, one statement and one commit for all.
 func (s *Store) renewAll(batch []*renewReq) {
 	written := clock.Wall().UnixMilli()
-	liveFile, liveOffset := s.live.args()
-	if len(batch) == 1 {
-		r := batch[0]
-		r.written = written
-		r.err = s.onLeaseConn(r.ctx, s.checkFile, func(lc *leaseConn) error {
-			rows, err := lc.renew.QueryContext(r.ctx, r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs, written, liveFile, liveOffset)
-			err = scanOne(rows, err, &r.version)
-			s.noteRecorded(err)
-			return err
-		})
-		return
+	var waiting, later []*renewReq
+	var seen map[rowKey]bool
+	if len(batch) > 1 {
+		seen = make(map[rowKey]bool, len(batch))
 	}
-	ctx, cancel := batchContext(batch)
-	defer cancel()
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.result <- renewResult{err: err}
+			continue
+		}
+		if seen != nil {
+			k := r.key()
+			if seen[k] {
+				later = append(later, r)
+				continue
+			}
+			seen[k] = true
+		}
+		waiting = append(waiting, r)
+	}
+	if len(waiting) == 1 {
+		s.renewOne(waiting[0], written)
+	} else if len(waiting) > 1 {
+		s.renewMany(waiting, written)
+	}
+	for _, r := range later {
+		s.renewOne(r, written)
+	}
+}
+
+// renewOne runs the Renew statement for r.
+func (s *Store) renewOne(r *renewReq, written int64) {
+	liveFile, liveOffset := s.live.args()
+	res := renewResult{written: written}
+	res.err = s.onLeaseConn(r.ctx, s.checkFile, func(lc *leaseConn) error {
+		rows, err := lc.renew.QueryContext(r.ctx, r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs, written, liveFile, liveOffset)
+		err = scanOne(rows, err, &res.version)
+		s.noteRecorded(err)
+		return err
+	})
+	r.result <- res
+}
+
+// renewMany runs RenewBatch for the batch, of distinct terms, for as long
+// as one of its callers waits. A term it did not renew gets sql.ErrNoRows.
+func (s *Store) renewMany(batch []*renewReq, written int64) {
+	ctx, stop := batchContext(batch)
+	defer stop()
+	liveFile, liveOffset := s.live.args()
 	arg := renewBatchArg(batch)
 	renewed := make(map[rowKey]int64, len(batch))
 	err := s.onLeaseConn(ctx, s.checkFile, func(lc *leaseConn) error {
@@ -461,7 +499,7 @@ func (s *Store) renewAll(batch []*renewReq) {
 		for rows.Next() {
 			var k rowKey
 			var version int64
-			if err := rows.Scan(&k.name, &k.token, &version); err != nil {
+			if err := rows.Scan(&k.name, &k.holder, &k.token, &version); err != nil {
 				return err
 			}
 			renewed[k] = version
@@ -471,44 +509,52 @@ func (s *Store) renewAll(batch []*renewReq) {
 		}
 		return rows.Close() // the statement commits here
 	})
-	if len(renewed) > 0 {
-		s.noteRecorded(nil)
+	if err != nil || len(renewed) > 0 {
+		s.noteRecorded(err)
 	}
 	for _, r := range batch {
-		r.written = written
-		version, ok := renewed[rowKey{r.l.Name, sqlInt(r.l.Token)}]
+		res := renewResult{written: written}
+		version, ok := renewed[r.key()]
 		switch {
 		case err != nil:
-			r.err = err
+			res.err = err
 		case ok:
-			r.version = version
+			res.version = version
 		default:
-			r.err = sql.ErrNoRows
+			res.err = sql.ErrNoRows
 		}
+		r.result <- res
 	}
 }
 
 // rowKey names a term in the result of RenewBatch.
 type rowKey struct {
-	name  string
-	token int64
+	name, holder string
+	token        int64
 }
 
-// batchContext returns a context that ends at the earliest deadline among
-// the batch's renewals (none if they have none). A renewal whose caller
-// cancelled meanwhile is renewed all the same: its term is over, and its
-// holder's Release or the TTL frees the lease.
-func batchContext(batch []*renewReq) (context.Context, context.CancelFunc) {
-	var earliest time.Time
-	for _, r := range batch {
-		if d, ok := r.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
-			earliest = d
+func (r *renewReq) key() rowKey { return rowKey{r.l.Name, r.l.Holder, sqlInt(r.l.Token)} }
+
+// batchContext returns a context that ends once the context of every
+// renewal in the batch has ended, and a function that releases it.
+func batchContext(batch []*renewReq) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int32
+	left.Store(int32(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, r := range batch {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
 		}
+		cancel()
 	}
-	if earliest.IsZero() {
-		return context.WithCancel(context.Background())
-	}
-	return context.WithDeadline(context.Background(), earliest)
 }
 
 // renewBatchArg returns the JSON array that RenewBatch reads.

@@ -16,7 +16,7 @@ import (
 // goroutine the stack stays grown, for the price of two goroutine switches
 // per operation. The zero value with renewAll set is ready to use.
 type leaseWorker struct {
-	// renewAll runs a batch of renewals, setting each one's result; set
+	// renewAll runs a batch of renewals and sends each one's result; set
 	// before the first renew.
 	renewAll func(batch []*renewReq)
 
@@ -32,16 +32,19 @@ type leaseWorker struct {
 // renewBatchMax caps the renewals that one batch carries.
 const renewBatchMax = 500
 
-// renewReq is one Renew for the worker, which sets its result and then
-// closes done.
+// renewReq is one Renew for the worker, which sends its result on result.
 type renewReq struct {
-	ctx   context.Context // the caller's
-	l     elector.Lease
-	ttlMs int64
+	ctx    context.Context // the caller's
+	l      elector.Lease
+	ttlMs  int64
+	result chan renewResult // buffered, 1: the worker never blocks on it
+}
 
-	version, written int64 // the result: the new version, and when
+// renewResult is what a renewal came to: the new version and when it was
+// written, or the error (sql.ErrNoRows if the term is lost).
+type renewResult struct {
+	version, written int64
 	err              error
-	done             chan struct{}
 }
 
 // run runs fn on the worker goroutine and returns its error. It waits for
@@ -64,27 +67,30 @@ func (w *leaseWorker) run(ctx context.Context, fn func() error) error {
 	return <-results
 }
 
-// renew hands r to the worker and waits for its result. Renewals that
-// wait for the worker while it is busy go together, in one batch
-// (renewAll), which is how a leader of many leases renews them in a
-// burst with one statement and one commit.
-func (w *leaseWorker) renew(r *renewReq) {
+// renew hands r to the worker and returns its result, or r.ctx's error
+// once r.ctx ends. Renewals that wait for the worker while it is busy go
+// together, in one batch (renewAll), which is how a leader of many leases
+// renews them in a burst with one statement and one commit. A renewal
+// given up on may still land: it is reported failed, never the reverse.
+func (w *leaseWorker) renew(r *renewReq) renewResult {
 	_, _, renews, quit, err := w.start()
 	if err != nil {
-		r.err = err
-		return
+		return renewResult{err: err}
 	}
-	r.done = make(chan struct{})
+	r.result = make(chan renewResult, 1)
 	select {
 	case renews <- r:
 	case <-r.ctx.Done():
-		r.err = r.ctx.Err()
-		return
+		return renewResult{err: r.ctx.Err()}
 	case <-quit:
-		r.err = ErrClosed
-		return
+		return renewResult{err: ErrClosed}
 	}
-	<-r.done // the batch heeds the earliest deadline of its renewals
+	select {
+	case res := <-r.result:
+		return res
+	case <-r.ctx.Done():
+		return renewResult{err: r.ctx.Err()}
+	}
 }
 
 // start starts the goroutine unless it runs already or the worker stopped.
@@ -121,9 +127,6 @@ func (w *leaseWorker) loop(jobs <-chan func() error, results chan<- error, renew
 				}
 			}
 			w.renewAll(batch)
-			for _, r := range batch {
-				close(r.done)
-			}
 			clear(batch)
 		case <-quit:
 			return

@@ -71,14 +71,14 @@ RETURNING version`
 	// RenewBatch is Renew for many terms in one statement: ?1 is a JSON
 	// array of objects {"n": name, "h": holder, "t": token, "ttl": TTL in
 	// ms}, one per term; ?2 is the wall clock in ms, ?3 and ?4 the liveness
-	// file and byte. It returns the name, token and new version of each
-	// term it renewed.
+	// file and byte. It returns the name, holder, token and new version of
+	// each term it renewed.
 	RenewBatch = `UPDATE ` + LeaseTable + ` SET version = version + 1, ttl_ms = json_extract(j.value, '$.ttl'), written_at = ?2,
 	live_file = ?3, live_offset = ?4, live_version = version + 1
 FROM json_each(?1) AS j
 WHERE name = json_extract(j.value, '$.n') AND holder = json_extract(j.value, '$.h')
 	AND token = json_extract(j.value, '$.t') AND NOT released
-RETURNING name, token, version`
+RETURNING name, holder, token, version`
 
 	// Release marks the term ?1 ?2 ?3 released if it is still current, and
 	// bumps the version; ?4 is the wall clock in ms. It never touches the

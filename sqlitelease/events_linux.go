@@ -3,10 +3,12 @@
 package sqlitelease
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -25,15 +27,20 @@ type fileEvents struct {
 	once   sync.Once
 }
 
-// events starts watching the liveness file. Without one (or if inotify
-// fails), it returns nil: the poller then relies on its interval alone.
-func (sc *sidecar) events() *fileEvents {
+// defaultWatchInterval is DefaultWatchInterval on Linux, where the
+// liveness file wakes the poller for what it must see at once.
+const defaultWatchInterval = 250 * time.Millisecond
+
+// events starts watching the liveness file: nil without one, and nil with
+// the error if inotify cannot watch it (no instance left, see
+// fs.inotify.max_user_instances; no /proc).
+func (sc *sidecar) events() (*fileEvents, error) {
 	if sc == nil {
-		return nil
+		return nil, nil
 	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("inotify: %w", err)
 	}
 	// The descriptor's /proc link names the file this Store locks, even
 	// if the path names another one now.
@@ -43,11 +50,11 @@ func (sc *sidecar) events() *fileEvents {
 	})
 	if err != nil {
 		_ = unix.Close(fd)
-		return nil
+		return nil, fmt.Errorf("inotify watch of %q: %w", sc.path, err)
 	}
 	ev := &fileEvents{c: make(chan struct{}, 1), f: os.NewFile(uintptr(fd), "inotify"), done: make(chan struct{})}
 	go ev.read()
-	return ev
+	return ev, nil
 }
 
 func (ev *fileEvents) read() {

@@ -2,7 +2,10 @@
 
 package sqlitelease
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // openSidecar returns no liveness file: outside Linux there are no open file
 // description locks, and candidates apply the elapsed-time rule alone.
@@ -21,13 +24,17 @@ func (sc *sidecar) withMark(_ context.Context, issue func(mark int64) (int64, er
 // close has nothing to close.
 func (sc *sidecar) close() error { return nil }
 
+// defaultWatchInterval is DefaultWatchInterval outside Linux, where only
+// the interval wakes the poller.
+const defaultWatchInterval = 20 * time.Millisecond
+
 // fileEvents is empty: outside Linux the poller relies on its interval.
 type fileEvents struct{}
 
-func (sc *sidecar) events() *fileEvents      { return nil }
-func (ev *fileEvents) wait() <-chan struct{} { return nil }
-func (ev *fileEvents) tookClose() bool       { return false }
-func (ev *fileEvents) stop()                 {}
+func (sc *sidecar) events() (*fileEvents, error) { return nil, nil }
+func (ev *fileEvents) wait() <-chan struct{}     { return nil }
+func (ev *fileEvents) tookClose() bool           { return false }
+func (ev *fileEvents) stop()                     {}
 
 // touch has nobody to wake.
 func (sc *sidecar) touch() {}

@@ -15,8 +15,9 @@ const (
 	// releases and new terms by other processes, and on Linux the liveness
 	// of their holders, while someone watches leases (see
 	// [Store.WatchLease] and [Store.WatchRelease]), if nothing wakes it
-	// sooner: on Linux, every new term, release and holder death does.
-	DefaultWatchInterval = 250 * time.Millisecond
+	// sooner: 250 ms on Linux, where every new term, release and holder
+	// death does; 20 ms elsewhere.
+	DefaultWatchInterval = defaultWatchInterval
 )
 
 // An Option configures [Open]. Options are values: the same Option may be

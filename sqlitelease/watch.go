@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -36,8 +37,11 @@ import (
 // after a commit that begins or ends a term, and the kernel reports every
 // close of the file, which a dying process does (inotify, one descriptor
 // and one more goroutine per watching Store). Otherwise it wakes every
-// watch interval. It stops when the last watcher stops, or at
-// [Store.Close].
+// watch interval, which is thus what a change costs to be seen when the
+// file cannot wake it: inotify refused (logged once), the -live file
+// replaced since this Store opened it, or a change by a release of this
+// package that does not touch the file. It stops when the last watcher
+// stops, or at [Store.Close].
 func (s *Store) WatchLease(name string, every time.Duration) (states <-chan elector.Lease, stop func()) {
 	ch := make(chan elector.Lease, 1)
 	return ch, s.watch.add(name, &subscriber{states: ch, every: max(every, time.Nanosecond)})
@@ -64,6 +68,8 @@ type watchState struct {
 	// takes it, so stopping may wait for the poller while holding it.
 	lifeMu sync.Mutex
 	poller *poller // guarded by lifeMu; nil while nobody watches
+
+	eventsWarned sync.Once // the poller says once that it cannot use inotify
 
 	// kick (capacity 1) wakes the poller early: a lease it has not read
 	// yet is watched.
@@ -375,13 +381,19 @@ func (r *reader) close() {
 // correctness path.
 func (w *watchState) run(ctx context.Context) {
 	defer w.forgetHolders()
-	events := w.live.events()
+	events, err := w.live.events()
+	if err != nil {
+		w.eventsWarned.Do(func() {
+			slog.Warn("sqlitelease: cannot watch the liveness file; changes by other processes are seen every watch interval",
+				"interval", w.interval, "err", err)
+		})
+	}
 	defer events.stop()
 	timer := time.NewTimer(w.interval)
 	defer timer.Stop()
 	var p pollState
 	defer p.closeReader()
-	retest := len(closeRetests) // the next of closeRetests to wait; none
+	var retests []time.Time // when to test the holders again after a close
 	for {
 		select {
 		case <-ctx.Done():
@@ -390,7 +402,10 @@ func (w *watchState) run(ctx context.Context) {
 		case <-w.kick:
 		case <-events.wait():
 			if events.tookClose() {
-				retest = 0
+				retests = retests[:0]
+				for _, d := range closeRetests {
+					retests = append(retests, time.Now().Add(d))
+				}
 			}
 		}
 		if err := w.poll(ctx, &p); err != nil {
@@ -398,16 +413,19 @@ func (w *watchState) run(ctx context.Context) {
 		}
 		w.syncHolders()
 		w.testHolders()
-		next := w.interval
-		if retest < len(closeRetests) {
-			next, retest = min(next, closeRetests[retest]), retest+1
+		next, now := w.interval, time.Now()
+		for len(retests) > 0 && !retests[0].After(now) {
+			retests = retests[1:]
+		}
+		if len(retests) > 0 {
+			next = min(next, retests[0].Sub(now))
 		}
 		timer.Reset(next)
 	}
 }
 
-// closeRetests are the delays at which the poller tests the holders again
-// after a process closed the liveness file: the kernel reports the close a
+// closeRetests are the delays after a process closed the liveness file at
+// which the poller tests the holders again: the kernel reports the close a
 // moment before it drops the locks of the closing descriptor.
 var closeRetests = []time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond}
 

@@ -186,3 +186,10 @@ func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
 		assert.Equal(t, int64(2*n), b.Acquires.Load(), "one TryAcquire to start, one to win")
 	}
 }
+
+// campaignResult is what a campaign returned, and when.
+type campaignResult struct {
+	term elector.Term
+	err  error
+	at   time.Time
+}

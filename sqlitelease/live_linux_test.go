@@ -145,12 +145,6 @@ func TestLiveCampaignWokenByDeath(t *testing.T) {
 		"a gone holder is tested no more")
 }
 
-type campaignResult struct {
-	term elector.Term
-	err  error
-	at   time.Time
-}
-
 // requireWon waits for a campaign to return a term.
 func requireWon(t *testing.T, won <-chan campaignResult, within time.Duration) campaignResult {
 	t.Helper()

@@ -61,14 +61,18 @@
 // more transaction. Every call has a deadline: its ctx's, or the operation
 // timeout ([DefaultOpTimeout], [WithOpTimeout]).
 //
-// # Release notifications
+// # Watching leases
 //
-// *Store implements [elector.ReleaseWatcher]: the first [Store.WatchRelease]
-// starts one etcd watch on the prefix per Store, which wakes the waiting
-// candidates of a lease when its key is written released or deleted, so a
-// handoff between hosts takes milliseconds instead of a RetryInterval. The
-// watch is restarted with backoff if it fails, and stopped by
-// [Store.Close]. Polling stays the correctness path.
+// *Store implements [elector.LeaseWatcher] and [elector.ReleaseWatcher]:
+// the first [Store.WatchLease] or [Store.WatchRelease] starts one etcd
+// watch on the prefix per Store, which keeps a copy of the leases under it
+// and hands every write (acquire, renewal, release, delete) to the
+// candidates that wait on that lease. Waiting candidates thus make no etcd
+// call of their own, a handoff between hosts takes milliseconds, and a
+// takeover happens the TTL after the last renewal the watch delivered. The
+// watch is created again with backoff if it fails, reading the prefix
+// again, and stopped by [Store.Close]. The compare-and-sets stay the
+// correctness path: a renewal the watch missed only fails a takeover.
 //
 // # Fenced operations
 //

@@ -21,9 +21,9 @@ var ErrClosed = errors.New("etcdlease: store is closed")
 
 // Store is an [elector.Store] on etcd: one key per lease name under its
 // prefix, every write a compare-and-set in one etcd transaction (see the
-// package documentation). It also implements [elector.ReleaseWatcher], with
-// one etcd watch per Store. A Store is safe for concurrent use; Close it
-// when done.
+// package documentation). It also implements [elector.LeaseWatcher] and
+// [elector.ReleaseWatcher], with one etcd watch per Store. A Store is safe
+// for concurrent use; Close it when done.
 type Store struct {
 	client     *clientv3.Client
 	ownsClient bool
@@ -36,12 +36,15 @@ type Store struct {
 
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{} // by lease name
-	watch    *releaseWatch                         // started by the first WatchRelease
+	watch    *releaseWatch                         // started by the first WatchRelease or WatchLease
+	leases   map[string]*watchedKey                // the watch's copy of the prefix, by lease name
+	listRev  int64                                 // the revision of the watch's last read of the prefix
 }
 
 var _ interface {
 	elector.Store
 	elector.ReleaseWatcher
+	elector.LeaseWatcher
 } = (*Store)(nil)
 
 // Client returns the etcd client the store runs on, for fenced operations

@@ -42,7 +42,7 @@ func ClientCPU(b *testing.B, leader, follower WatchStore, serverCPU func() time.
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				e, err := elector.New(lc, fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "leader"})
+				e, err := elector.New(withLeaseWatcher(lc, leader), fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "leader"})
 				if err == nil {
 					terms[i], err = e.Campaign(ctx)
 				}
@@ -58,7 +58,7 @@ func ClientCPU(b *testing.B, leader, follower WatchStore, serverCPU func() time.
 		}
 		var tookOver atomic.Int64
 		for i := range terms {
-			e, err := elector.New(fc, fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "follower"})
+			e, err := elector.New(withLeaseWatcher(fc, follower), fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "follower"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -113,7 +113,8 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// opCounter counts the renewals and acquires made through a store.
+// opCounter counts the renewals and acquires made through a store; give
+// it to electors through withLeaseWatcher.
 type opCounter struct {
 	WatchStore
 	renews, acquires atomic.Int64

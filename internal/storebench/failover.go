@@ -250,15 +250,7 @@ type heldProbe struct {
 
 // store returns p as the elector should see it: with the inner store's
 // optional interfaces.
-func (p *heldProbe) store() elector.Store {
-	if lw, ok := p.WatchStore.(elector.LeaseWatcher); ok {
-		return struct {
-			*heldProbe
-			elector.LeaseWatcher
-		}{p, lw}
-	}
-	return p
-}
+func (p *heldProbe) store() elector.Store { return withLeaseWatcher(p, p.WatchStore) }
 
 func (p *heldProbe) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	l, err := p.WatchStore.TryAcquire(ctx, name, holder, ttl, observed)

@@ -12,3 +12,16 @@ type WatchStore interface {
 	elector.Store
 	elector.ReleaseWatcher
 }
+
+// withLeaseWatcher returns wrapper, a WatchStore that wraps inner, with
+// inner's LeaseWatcher too if it has one: embedding hides it, and the
+// elector uses it in place of WatchRelease.
+func withLeaseWatcher(wrapper, inner WatchStore) elector.Store {
+	if lw, ok := inner.(elector.LeaseWatcher); ok {
+		return struct {
+			WatchStore
+			elector.LeaseWatcher
+		}{wrapper, lw}
+	}
+	return wrapper
+}

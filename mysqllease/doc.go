@@ -51,7 +51,8 @@
 //     lease, which bumps the version and records the TTL.
 //     [elector.ErrLeaseLost] if nothing matched.
 //   - Release is one UPDATE that sets released and bumps the version; the
-//     row and its token stay.
+//     row and its token stay. The new version comes back as LAST_INSERT_ID,
+//     so the Store's watchers learn the released state without a read.
 //   - Get is one SELECT.
 //
 // written_at is the writer's wall clock, in UTC, for display only. TTLs are
@@ -91,17 +92,19 @@
 // There are no GET_LOCK locks: they belong to a session (a pool recycles
 // sessions), have no TTL, and Galera refuses them.
 //
-// # Release notifications
+// # Watching leases
 //
-// *Store implements [elector.ReleaseWatcher] by polling: the first
-// [Store.WatchRelease] starts one poller goroutine per Store, which
-// [Store.Close] stops and waits for. While anyone watches, it reads the
-// watched leases' token, version and released flag with one primary-key
-// SELECT per poll interval ([WithPollInterval], default 250ms: 4 queries a
-// second per Store, whatever the number of watchers or names up to 500;
-// none while nobody watches). A release by another process wakes this
-// one's candidates within about one interval; a release through the same
-// Store wakes them at once.
+// *Store implements [elector.LeaseWatcher] and [elector.ReleaseWatcher] by
+// polling, so that candidates waiting on a Store make no store calls of
+// their own: the first watcher starts one poller goroutine per Store, and
+// the last one's stop or [Store.Close] ends it. It reads every watched
+// lease together, one primary-key SELECT per 500 names, at once when a
+// watcher comes and then every poll interval at most ([WithPollInterval],
+// default 250ms, each interval drawn between half of it and all of it;
+// shorter if a watcher asks for it): 4 to 8 polls a second per Store at
+// the default, whatever the number of watchers, and none while nobody
+// watches. A release by another process reaches this one's candidates
+// within one interval; a release through the same Store, at once.
 //
 // # Fenced writes
 //

@@ -10,8 +10,9 @@ const (
 	// DefaultTable is the lease table unless [WithTable] says otherwise. The
 	// schema version lives in DefaultTable + "_version".
 	DefaultTable = "leaderaware_leases"
-	// DefaultPollInterval is how often the release poller reads the watched
-	// leases unless [WithPollInterval] says otherwise.
+	// DefaultPollInterval is the longest the lease watcher waits between
+	// two reads of the watched leases (each wait is jittered to between half
+	// and all of it) unless [WithPollInterval] says otherwise.
 	DefaultPollInterval = 250 * time.Millisecond
 	// DefaultLeaseConns is how many connections carry lease traffic unless
 	// [WithLeaseConns] says otherwise.
@@ -88,10 +89,11 @@ type pollOption time.Duration
 
 func (o pollOption) apply(opts *options) { opts.poll = time.Duration(o) }
 
-// WithPollInterval sets how often the store's release poller reads the
-// leases that candidates watch (default [DefaultPollInterval]; 1ms to 24h).
-// A release by another process wakes the candidates of this one within
-// about one interval. See [Store.WatchRelease] for the cost.
+// WithPollInterval sets how long the store's lease watcher waits at most
+// between reads of the leases that candidates watch (default
+// [DefaultPollInterval]; 1ms to 24h). A release by another process wakes
+// the candidates of this one within about one interval. See
+// [Store.WatchLease] for the cost.
 func WithPollInterval(d time.Duration) Option { return pollOption(d) }
 
 type leaseConnsOption int

@@ -19,8 +19,8 @@ import (
 // Store is an [elector.Store] on one MySQL or MariaDB lease table. It keeps
 // no clock: leases are compare-and-set by token and version, and candidates
 // decide expiry on their own clocks (see the elector package). It also
-// implements [elector.ReleaseWatcher] and offers fenced writes
-// ([Store.Fenced]).
+// implements [elector.LeaseWatcher] and [elector.ReleaseWatcher], and offers
+// fenced writes ([Store.Fenced]).
 //
 // A Store is safe for concurrent use. Close it when done.
 type Store struct {
@@ -36,6 +36,7 @@ type Store struct {
 	mariaDB             bool   // the server is MariaDB (max_statement_time)
 
 	sqlRead, sqlInsert, sqlTake, sqlRenew, sqlRelease, sqlFence string
+	sqlWatch                                                    string // ends in "IN (": the names follow
 
 	watch watcher
 
@@ -45,6 +46,7 @@ type Store struct {
 
 var _ interface {
 	elector.Store
+	elector.LeaseWatcher
 	elector.ReleaseWatcher
 } = (*Store)(nil)
 
@@ -54,8 +56,11 @@ const nowMicros = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTA
 
 // writtenAt is the DATETIME(6) of the parameter, microseconds since the
 // Unix epoch in UTC, whatever the session time zone: the inverse of the
-// TIMESTAMPDIFF that sqlRead reads written_at with.
+// TIMESTAMPDIFF that leaseColumns read written_at with.
 const writtenAt = `TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')`
+
+// leaseColumns are the columns of a lease row that scanLease scans.
+const leaseColumns = `name, holder, token, version, ttl_us, released, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', written_at)`
 
 // prepareSQL builds the statements. Every lease write is one autocommit
 // statement: a client that freezes or is cut off holds no lock on a lease
@@ -66,8 +71,8 @@ const writtenAt = `TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')`
 // column to compete for it.
 func (s *Store) prepareSQL() {
 	t := s.table
-	s.sqlRead = `SELECT holder, token, version, ttl_us, released, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', written_at)
-FROM ` + t + ` WHERE name = ?`
+	s.sqlRead = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name = ?`
+	s.sqlWatch = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name IN (`
 	// A new row's token is the server's clock in microseconds, and a new
 	// term's token is at least that: tokens keep growing after the rows are
 	// deleted or the table truncated (see the package documentation).
@@ -81,7 +86,7 @@ VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), 1, ?, FALSE, ` + writtenAt + `)
 WHERE name = ? AND token = ? AND version = ?`
 	s.sqlRenew = `UPDATE ` + t + ` SET version = LAST_INSERT_ID(version + 1), ttl_us = ?, written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
-	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = version + 1, written_at = ` + writtenAt + `
+	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = LAST_INSERT_ID(version + 1), written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
 	s.sqlFence = `SELECT token FROM ` + t + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released LOCK IN SHARE MODE`
@@ -238,23 +243,23 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 
 // Release implements [elector.Store]. One UPDATE marks the lease released
 // and bumps its version (the row and its token stay) if l is still the
-// current, unreleased term; the watchers of this Store wake at once, those
-// of other Stores at their next poll. Otherwise it changes nothing and
+// current, unreleased term; the watchers of this Store learn it at once,
+// those of other Stores at their next poll. Otherwise it changes nothing and
 // returns nil.
 func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := s.check(ctx, l.Name, time.Second); err != nil {
 		return err
 	}
-	var n int64
+	var version uint64
 	err := s.leases.do(ctx, func(q querier) (err error) {
-		n, err = affected(q.ExecContext(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder))
+		version, err = wrote(q.ExecContext(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder))
 		return err
 	})
 	if err != nil {
 		return s.opErr("release", l.Name, err)
 	}
-	if n > 0 {
-		s.watch.notify(l.Name)
+	if version != 0 {
+		s.watch.released(l.Name, leaseState{token: l.Token, version: version, free: true})
 	}
 	return nil
 }
@@ -285,11 +290,16 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 // read reads the row of name, released or not.
 func (s *Store) read(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, name string) (l elector.Lease, released bool, err error) {
+}, name string) (elector.Lease, bool, error) {
+	return scanLease(q.QueryRowContext(ctx, s.sqlRead, name))
+}
+
+// scanLease scans a lease row, released or not, selected as leaseColumns
+// from a *sql.Row or *sql.Rows.
+func scanLease(row interface{ Scan(dest ...any) error }) (l elector.Lease, released bool, err error) {
 	var ttlUS uint64
 	var writtenUS int64
-	l.Name = name
-	err = q.QueryRowContext(ctx, s.sqlRead, name).Scan(&l.Holder, &l.Token, &l.Version, &ttlUS, &released, &writtenUS)
+	err = row.Scan(&l.Name, &l.Holder, &l.Token, &l.Version, &ttlUS, &released, &writtenUS)
 	l.TTL, l.Written = fromMicros(ttlUS), time.UnixMicro(writtenUS)
 	return l, released, err
 }

@@ -1,6 +1,10 @@
 package mysqllease
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -8,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/counting"
 )
 
 // TestWatchReleaseByOtherStore: a release through another Store (another
@@ -46,14 +51,28 @@ func TestWatchReleaseByOtherStore(t *testing.T) {
 func TestWatchRowDeleted(t *testing.T) {
 	s := openStore(t, "", WithPollInterval(20*time.Millisecond))
 	ctx := testCtx(t)
-	_, err := s.TryAcquire(ctx, "job", "a", time.Minute, elector.Lease{})
+	l, err := s.TryAcquire(ctx, "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	released, stop := s.WatchRelease("job")
 	defer stop()
+	states, stopStates := s.WatchLease("job", time.Minute)
+	defer stopStates()
+	expectState(t, states, l, 5*time.Second, "held")
 	assert.False(t, woken(released, 100*time.Millisecond))
 	_, err = rawDB(t).ExecContext(ctx, "DELETE FROM "+s.Table())
 	require.NoError(t, err)
 	assert.True(t, woken(released, 5*time.Second))
+	expectState(t, states, elector.Lease{}, 5*time.Second, "row deleted")
+}
+
+// TestWatchReleaseFreeAtStart: a watcher of a lease that is free when the
+// watch starts (never written here) is woken by the first poll.
+func TestWatchReleaseFreeAtStart(t *testing.T) {
+	s := openStore(t, "", WithPollInterval(time.Minute))
+	released, stop := s.WatchRelease("never")
+	defer stop()
+	assert.True(t, woken(released, 5*time.Second))
+	assert.False(t, woken(released, 100*time.Millisecond), "once")
 }
 
 // TestWatchStop: stopped watchers and other names are not woken, stop is
@@ -76,15 +95,437 @@ func TestWatchStop(t *testing.T) {
 	assert.True(t, woken(chA2, time.Second), "the other watcher of a")
 	assert.False(t, woken(chA, 100*time.Millisecond), "a stopped watcher")
 	assert.False(t, woken(chB, 100*time.Millisecond), "a watcher of another name")
-	assert.Equal(t, []string{"a", "b"}, sortedNames(s))
+	assert.False(t, woken(chA2, 100*time.Millisecond), "the poll after a local release must not wake the watcher again")
+	assert.Equal(t, []string{"a", "b"}, watchedNames(s))
 	stopA2()
-	assert.Equal(t, []string{"b"}, sortedNames(s))
+	assert.Equal(t, []string{"b"}, watchedNames(s))
 }
 
-func sortedNames(s *Store) []string {
-	names := s.watch.names()
-	if len(names) == 2 && names[0] > names[1] {
-		names[0], names[1] = names[1], names[0]
+func watchedNames(s *Store) []string {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	names := make([]string, 0, len(s.watch.byName))
+	for name := range s.watch.byName {
+		names = append(names, name)
 	}
+	slices.Sort(names)
 	return names
+}
+
+// expectState waits up to d for states to deliver want (same Token and
+// Version, and Holder; the zero Lease for free), skipping older states.
+func expectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case got := <-states:
+			if got.Token == want.Token && got.Version == want.Version {
+				assert.Equal(t, want.Holder, got.Holder, what)
+				if want.Token != 0 {
+					assert.Equal(t, want.Name, got.Name, what)
+					assert.Equal(t, want.TTL, got.TTL, what)
+				}
+				return
+			}
+		case <-deadline.C:
+			t.Fatalf("%s: the watcher did not deliver token %d version %d within %v", what, want.Token, want.Version, d)
+		}
+	}
+}
+
+// expectNothing fails t if states delivers within d.
+func expectNothing(t *testing.T, states <-chan elector.Lease, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case got := <-states:
+		t.Fatalf("%s: the watcher delivered %+v", what, got)
+	case <-time.After(d):
+	}
+}
+
+// TestWatchLeaseFirstState proves that the first state of a lease, held or
+// free, comes at once after WatchLease, not after a poll interval (a
+// minute here), also for a second watcher of the same name.
+func TestWatchLeaseFirstState(t *testing.T) {
+	s := openStore(t, "", WithPollInterval(time.Minute))
+	l, err := s.TryAcquire(testCtx(t), "held", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	for i := range 2 {
+		start := time.Now()
+		held, stopHeld := s.WatchLease("held", time.Minute)
+		defer stopHeld()
+		expectState(t, held, l, 5*time.Second, fmt.Sprintf("watcher %d of a held lease", i))
+		free, stopFree := s.WatchLease("free", time.Minute)
+		defer stopFree()
+		expectState(t, free, elector.Lease{}, 5*time.Second, fmt.Sprintf("watcher %d of a free lease", i))
+		t.Logf("watcher %d: first states after %v", i, time.Since(start))
+	}
+}
+
+// TestWatchLeaseChanges proves that renewals (new versions) and a takeover
+// (a new holder and token) through another Store are delivered within
+// about a poll interval, that a release through another Store is delivered
+// as the zero Lease within a poll interval even when the watcher asked for
+// a minute, and that an unchanged lease is not delivered again.
+func TestWatchLeaseChanges(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	const bound = interval + 400*time.Millisecond // a poll, the read and a loaded machine
+	s := openStore(t, "", WithPollInterval(interval))
+	other := openStore(t, s.opts.table)
+	ctx := testCtx(t)
+	l, err := other.TryAcquire(ctx, "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	states, stop := s.WatchLease("job", time.Minute)
+	defer stop()
+	expectState(t, states, l, 5*time.Second, "first state")
+
+	for i := range 3 {
+		l, err = other.Renew(ctx, l, time.Duration(i+2)*time.Minute)
+		require.NoError(t, err)
+		start := time.Now()
+		expectState(t, states, l, bound, fmt.Sprintf("renewal %d", i))
+		t.Logf("renewal %d delivered after %v", i, time.Since(start))
+	}
+	expectNothing(t, states, 3*interval, "an unchanged lease")
+
+	taken, err := other.TryAcquire(ctx, "job", "b", time.Minute, l) // observed for its TTL
+	require.NoError(t, err)
+	require.NotEqual(t, l.Token, taken.Token)
+	expectState(t, states, taken, bound, "takeover")
+
+	start := time.Now()
+	require.NoError(t, other.Release(ctx, taken))
+	expectState(t, states, elector.Lease{}, bound, "release through another Store")
+	t.Logf("release delivered after %v", time.Since(start))
+	expectNothing(t, states, 3*interval, "a lease that stays released")
+
+	// Acquired and released again between two polls: a new free state.
+	again, err := other.TryAcquire(ctx, "job", "c", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, other.Release(ctx, again))
+	expectState(t, states, elector.Lease{}, bound, "the next release")
+}
+
+// TestWatchLeaseLocalRelease proves that a release through the same Store
+// reaches its watchers at once, long before a poll (a minute here), and
+// that the poll that reads the released row does not deliver it again.
+func TestWatchLeaseLocalRelease(t *testing.T) {
+	s := openStore(t, "", WithPollInterval(time.Minute))
+	l, err := s.TryAcquire(testCtx(t), "local", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	states, stop := s.WatchLease("local", time.Minute)
+	defer stop()
+	expectState(t, states, l, 5*time.Second, "first state")
+	start := time.Now()
+	require.NoError(t, s.Release(testCtx(t), l))
+	select {
+	case got := <-states:
+		assert.Equal(t, elector.Lease{}, got)
+	default:
+		t.Fatal("a release through this Store must be delivered before Release returns")
+	}
+	t.Logf("delivered %v after Release began", time.Since(start))
+	statements := s.watch.statements.Load()
+	_, stopOther := s.WatchLease("other", time.Minute) // a poll now
+	defer stopOther()
+	waitFor(t, 5*time.Second, "a poll", func() bool { return s.watch.statements.Load() > statements })
+	expectNothing(t, states, 200*time.Millisecond, "the released state read back")
+}
+
+// TestWatchLeaseOneStatementPerPoll proves that the Store reads 1,000
+// watched names with one statement per 500 names per poll, whatever the
+// number of watchers, and delivers each its own state.
+func TestWatchLeaseOneStatementPerPoll(t *testing.T) {
+	const (
+		n        = 1000
+		interval = 100 * time.Millisecond
+		window   = time.Second
+	)
+	s := openStore(t, "", WithPollInterval(interval))
+	name := func(i int) string { return fmt.Sprintf("many/%d", i) }
+	held := make([]elector.Lease, n)
+	for i := 0; i < n; i += 2 { // the even ones are held, the odd ones free
+		var err error
+		held[i], err = s.TryAcquire(testCtx(t), name(i), "a", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+	}
+	states := make([]<-chan elector.Lease, n)
+	for i := range n {
+		ch, stop := s.WatchLease(name(i), time.Minute)
+		defer stop()
+		states[i] = ch
+	}
+	for i := range n {
+		expectState(t, states[i], held[i], 10*time.Second, name(i))
+	}
+	before := s.watch.statements.Load()
+	time.Sleep(window)
+	statements := s.watch.statements.Load() - before
+	polls := float64(window) / float64(interval)
+	t.Logf("%d statements in %v for %d names (%.0f to %.0f polls)", statements, window, n, polls, 2*polls)
+	assert.LessOrEqual(t, statements, int64(2*(2*polls+2)), "two statements per poll for 1,000 names")
+	assert.GreaterOrEqual(t, statements, int64(2*(polls/2)), "the watcher must poll every interval at most")
+	for i := range n {
+		expectNothing(t, states[i], 0, "unchanged "+name(i))
+	}
+}
+
+// TestWatchLeaseNotStarvedByJobs: jobs holding every connection of
+// Store.DB do not hold up the watcher's reads.
+func TestWatchLeaseNotStarvedByJobs(t *testing.T) {
+	s := openStore(t, "", WithPollInterval(time.Minute))
+	s.DB().SetMaxOpenConns(2)
+	holdAll(t, s.DB(), 2)
+	states, stop := s.WatchLease("job", time.Minute)
+	defer stop()
+	expectState(t, states, elector.Lease{}, 2*time.Second, "first state while the jobs hold every connection")
+}
+
+// TestWatchLeaseSmallestEvery proves that the watcher polls at the smallest
+// `every` of its watchers when it is shorter than the poll interval.
+func TestWatchLeaseSmallestEvery(t *testing.T) {
+	s := openStore(t, "", WithPollInterval(time.Minute))
+	other := openStore(t, s.opts.table)
+	l, err := other.TryAcquire(testCtx(t), "slow", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	slow, stopSlow := s.WatchLease("slow", time.Minute)
+	defer stopSlow()
+	expectState(t, slow, l, 5*time.Second, "first state")
+	_, stopFast := s.WatchLease("fast", 100*time.Millisecond)
+	defer stopFast()
+	l, err = other.Renew(testCtx(t), l, time.Minute)
+	require.NoError(t, err)
+	expectState(t, slow, l, 2*time.Second, "renewal, at the fast watcher's interval")
+}
+
+// TestWatchLeaseGoroutine proves that the poller starts with the first
+// watcher and ends with the last, that stopped watchers receive nothing,
+// and that Close stops the poller and waits, after which nothing is
+// received and WatchLease starts nothing. goleak in TestMain checks that
+// nothing is left behind.
+func TestWatchLeaseGoroutine(t *testing.T) {
+	s, err := Open(testCtx(t), testDSN(t), WithTable(freshTable(t)), WithPollInterval(20*time.Millisecond))
+	require.NoError(t, err)
+	defer s.Close()
+	w := &s.watch
+	running := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.cancel != nil
+	}
+	ended := func() bool {
+		done := make(chan struct{})
+		go func() { w.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(5 * time.Second):
+			return false
+		}
+	}
+	ctx := testCtx(t)
+	l, err := s.TryAcquire(ctx, "a", "x", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	assert.False(t, running(), "no goroutine before the first watcher")
+	a, stopA := s.WatchLease("a", time.Second)
+	a2, stopA2 := s.WatchLease("a", time.Second)
+	_, stopB := s.WatchRelease("b")
+	assert.True(t, running())
+	expectState(t, a, l, 5*time.Second, "first state")
+	expectState(t, a2, l, 5*time.Second, "first state of the second watcher")
+	stopA()
+	stopA() // idempotent: must not remove the other watcher of "a"
+	stopB()
+	assert.True(t, running(), "a watcher of a remains")
+	l, err = s.Renew(ctx, l, time.Minute)
+	require.NoError(t, err)
+	expectState(t, a2, l, 5*time.Second, "renewal, to the watcher left")
+	expectNothing(t, a, 0, "a stopped watcher")
+	stopA2()
+	assert.False(t, running(), "the last stop ends the goroutine")
+	assert.True(t, ended(), "the goroutine must exit after the last stop")
+	require.NoError(t, s.Release(ctx, l))
+	expectNothing(t, a2, 100*time.Millisecond, "a stopped watcher, after a release")
+
+	c, stopC := s.WatchLease("c", time.Millisecond)
+	defer stopC()
+	expectState(t, c, elector.Lease{}, 5*time.Second, "a new watcher starts it again")
+	assert.True(t, running())
+	_, err = s.TryAcquire(ctx, "c", "x", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.False(t, running())
+	assert.True(t, ended(), "Close must wait for the goroutine")
+	select {
+	case got := <-c:
+		// A state the poller delivered before Close; nothing after it.
+		t.Logf("delivered before Close: %+v", got)
+	default:
+	}
+	expectNothing(t, c, 100*time.Millisecond, "a watcher after Close")
+	d, stopD := s.WatchLease("d", time.Millisecond)
+	defer stopD()
+	assert.False(t, running(), "WatchLease after Close must start nothing")
+	expectNothing(t, d, 100*time.Millisecond, "a watcher that came after Close")
+}
+
+// TestJitter proves that poll intervals fall in [d/2, d] and vary, so that
+// polls keep no fixed phase against a holder's renewals.
+func TestJitter(t *testing.T) {
+	const d = 2 * time.Second
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		j := jitter(d)
+		require.GreaterOrEqual(t, j, d/2)
+		require.LessOrEqual(t, j, d)
+		seen[j] = true
+	}
+	assert.Greater(t, len(seen), 900, "intervals must vary")
+}
+
+// waitFor polls cond every 10ms until it holds, or fails t after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWatchLeaseCandidatesMakeNoCalls proves what the lease watcher is for:
+// 100 candidates waiting on one Store make no TryAcquire of their own while
+// the holders (on other Stores) renew, and the Store reads all 100 leases
+// in one statement per poll; a lease released elsewhere is taken over
+// within a poll interval (250ms), well below the candidates' RetryInterval;
+// and a lease whose holder stopped renewing is taken over within TTL + a
+// poll + a margin of its last write, with one TryAcquire per candidate.
+func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
+	const (
+		n     = 100
+		ttl   = 3 * time.Second
+		renew = time.Second
+		retry = 2 * time.Second
+		poll  = DefaultPollInterval
+
+		holderStores = 5
+	)
+	table := freshTable(t)
+	cs := &counting.Store[*Store]{S: openStore(t, table)}
+	name := func(i int) string { return fmt.Sprintf("many/%d", i) }
+
+	// The holders renew on several Stores, their terms started spread over
+	// a RenewInterval, so that their renewals do not queue for a connection
+	// past their deadline on a loaded machine.
+	var holders []*Store
+	for range holderStores {
+		holders = append(holders, openStore(t, table))
+	}
+	terms := make([]elector.Term, n)
+	for i := range n {
+		e, err := elector.New(holders[i%holderStores], name(i), elector.Config{TTL: ttl, RenewInterval: renew, Holder: "holder"})
+		require.NoError(t, err)
+		terms[i], err = e.Campaign(testCtx(t))
+		require.NoError(t, err)
+		time.Sleep(renew / n)
+	}
+	t.Cleanup(func() {
+		for _, tm := range terms {
+			_ = tm.Resign(context.Background())
+		}
+	})
+
+	type won struct {
+		i    int
+		at   time.Time
+		term elector.Term
+		err  error
+	}
+	results := make(chan won, n)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for i := range n {
+		e, err := elector.New(cs, name(i), elector.Config{TTL: ttl, RenewInterval: renew, RetryInterval: retry, Holder: "candidate"})
+		require.NoError(t, err)
+		wg.Go(func() {
+			tm, err := e.Campaign(ctx)
+			results <- won{i, time.Now(), tm, err}
+		})
+	}
+	next := func(what string) won {
+		t.Helper()
+		select {
+		case r := <-results:
+			require.NoError(t, r.err, "%s: candidate %d", what, r.i)
+			t.Cleanup(func() { _ = r.term.Resign(context.Background()) })
+			return r
+		case <-time.After(2*ttl + retry + 5*time.Second):
+			t.Fatalf("%s: no candidate took over", what)
+			return won{}
+		}
+	}
+
+	waitFor(t, 10*time.Second, "every candidate's first TryAcquire", func() bool { return cs.Acquires.Load() >= n })
+	statements0 := cs.S.watch.statements.Load()
+	time.Sleep(ttl + renew) // long enough for any watch that saw no renewal to complete
+	assert.EqualValues(t, n, cs.Acquires.Load(), "waiting candidates must make no TryAcquire while the holders renew")
+	statements := cs.S.watch.statements.Load() - statements0
+	t.Logf("%d batched reads for %d candidates in %v", statements, n, ttl+renew)
+	assert.LessOrEqual(t, statements, int64((ttl+renew)/(poll/2))+2, "one statement per poll for all candidates")
+	assert.GreaterOrEqual(t, statements, int64(2), "the watcher must poll")
+	select {
+	case r := <-results:
+		t.Fatalf("candidate %d returned while its holder renewed: %v", r.i, r.err)
+	default:
+	}
+
+	// Releases: candidate i takes over lease i at the watcher's next poll
+	// after its holder resigns.
+	var handoffs []time.Duration
+	for i := range n / 2 {
+		start := time.Now()
+		require.NoError(t, terms[i].Resign(testCtx(t)))
+		r := next("release")
+		require.Equal(t, i, r.i, "only the released lease may change hands; the holder of lease %d: %v", r.i, terms[r.i].Err())
+		handoffs = append(handoffs, r.at.Sub(start))
+	}
+	slices.Sort(handoffs)
+	t.Logf("handoff after release: median %v, max %v", handoffs[len(handoffs)/2], handoffs[len(handoffs)-1])
+	assert.Less(t, handoffs[len(handoffs)/2], retry/4, "a release must wake its candidate at the next poll, not its RetryInterval")
+	assert.Less(t, handoffs[len(handoffs)-1], poll+time.Second)
+	assert.EqualValues(t, n+n/2, cs.Acquires.Load(), "one TryAcquire per released lease")
+
+	// Crashes: the other holders stop renewing. Each candidate takes over
+	// once it has seen the last version for TTL; it saw it within a poll of
+	// the write, and never before TTL after the last renewal (at most renew
+	// before the abandon). The last write may also be a renewal in flight
+	// at the abandon, which may commit up to a RenewInterval later (the
+	// bound of one attempt): so within TTL + renew + poll (+ margin).
+	abandoned := time.Now()
+	for i := n / 2; i < n; i++ {
+		terms[i].Abandon()
+	}
+	var failovers []time.Duration
+	for range n - n/2 {
+		r := next("abandon")
+		require.GreaterOrEqual(t, r.i, n/2)
+		failovers = append(failovers, r.at.Sub(abandoned))
+	}
+	slices.Sort(failovers)
+	t.Logf("takeover after the holder stopped renewing: min %v, median %v, max %v",
+		failovers[0], failovers[len(failovers)/2], failovers[len(failovers)-1])
+	assert.Greater(t, failovers[0], ttl-renew, "no takeover before TTL after the last renewal")
+	assert.Less(t, failovers[len(failovers)-1], ttl+renew+poll+time.Second, "takeover within TTL + a renewal in flight + a poll + margin")
+	// A renewal in flight when its holder abandoned may still commit after
+	// the candidate read the lease: that candidate's compare-and-set then
+	// fails and it watches once more. Allow a few of those, no polling.
+	acquires := cs.Acquires.Load()
+	assert.GreaterOrEqual(t, acquires, int64(2*n))
+	assert.LessOrEqual(t, acquires, int64(2*n+n/10), "one TryAcquire per takeover: candidates wake when their watch completes")
 }

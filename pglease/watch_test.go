@@ -1,12 +1,8 @@
 package pglease
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"net/url"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +12,7 @@ import (
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/counting"
 	"github.com/leaderaware/leaderaware/internal/tcpproxy"
+	"github.com/leaderaware/leaderaware/internal/watchtest"
 )
 
 // countingStore counts TryAcquire calls and keeps the Store's WatchLease
@@ -40,132 +37,25 @@ func expectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, 
 	}
 }
 
-// TestWatchLeaseCandidatesMakeNoCalls proves what the lease watcher is for:
-// 100 candidates waiting on one Store make no TryAcquire of their own while
-// the holders (on another Store, another process) renew, and the Store reads
-// all 100 leases in one statement per poll; a released lease is taken over
-// in milliseconds, far below a poll; and a lease whose holder stopped
-// renewing is taken over within TTL + a poll + a margin of the last renewal,
-// with one TryAcquire per candidate.
+// TestWatchLeaseCandidatesMakeNoCalls: 100 candidates waiting on one Store
+// make no TryAcquire of their own while the holders (on other Stores)
+// renew, and the Store reads all 100 leases in one statement per poll; a
+// release is taken over in milliseconds (NOTIFY), far below a poll; a lease
+// whose holder stopped renewing, within TTL + a poll + a margin.
 func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
-	const (
-		n     = 100
-		ttl   = 3 * time.Second
-		renew = time.Second
-		retry = 500 * time.Millisecond
-
-		holderStores = 5
-	)
 	schema := freshSchema(t)
-	cs := &countingStore{S: openStore(t, WithSchema(schema))}
-	name := func(i int) string { return fmt.Sprintf("many/%d", i) }
-
-	// The holders renew on several Stores (two connections each), their
-	// terms started spread over a RenewInterval, so that their renewals do
-	// not queue for a connection past their deadline on a loaded machine.
-	var holders []*Store
-	for range holderStores {
-		holders = append(holders, openStore(t, WithSchema(schema)))
+	c := watchtest.Case[*Store]{
+		Candidates: &countingStore{S: openStore(t, WithSchema(schema))},
+		TTL:        3 * time.Second, Renew: time.Second, Retry: 500 * time.Millisecond,
 	}
-	terms := make([]elector.Term, n)
-	for i := range n {
-		e, err := elector.New(holders[i%holderStores], name(i), elector.Config{TTL: ttl, RenewInterval: renew, Holder: "holder"})
-		require.NoError(t, err)
-		terms[i], err = e.Campaign(testCtx(t))
-		require.NoError(t, err)
-		time.Sleep(renew / n)
+	for range 5 { // two lease connections each
+		c.Holders = append(c.Holders, openStore(t, WithSchema(schema)))
 	}
-	t.Cleanup(func() {
-		for _, tm := range terms {
-			_ = tm.Resign(context.Background())
-		}
-	})
-
-	type won struct {
-		i    int
-		at   time.Time
-		term elector.Term
-		err  error
-	}
-	results := make(chan won, n)
-	ctx, cancel := context.WithCancel(testCtx(t))
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	for i := range n {
-		e, err := elector.New(cs, name(i), elector.Config{TTL: ttl, RenewInterval: renew, RetryInterval: retry, Holder: "candidate"})
-		require.NoError(t, err)
-		wg.Go(func() {
-			tm, err := e.Campaign(ctx)
-			results <- won{i, time.Now(), tm, err}
-		})
-	}
-	next := func(what string) won {
-		t.Helper()
-		select {
-		case r := <-results:
-			require.NoError(t, r.err, "%s: candidate %d", what, r.i)
-			t.Cleanup(func() { _ = r.term.Resign(context.Background()) })
-			return r
-		case <-time.After(2*ttl + retry + 5*time.Second):
-			t.Fatalf("%s: no candidate took over", what)
-			return won{}
-		}
-	}
-
-	waitFor(t, 10*time.Second, "every candidate's first TryAcquire", func() bool { return cs.Acquires.Load() >= n })
-	reads0 := cs.S.leaseWatch.reads.Load()
-	time.Sleep(ttl + renew) // long enough for any watch that saw no renewal to complete
-	assert.EqualValues(t, n, cs.Acquires.Load(), "waiting candidates must make no TryAcquire while the holders renew")
-	reads := cs.S.leaseWatch.reads.Load() - reads0
-	t.Logf("%d batched reads for %d candidates in %v", reads, n, ttl+renew)
-	assert.LessOrEqual(t, reads, int64((ttl+renew)/(retry/2))+2, "one read per poll for all candidates")
-	assert.GreaterOrEqual(t, reads, int64(2), "the watcher must poll")
-	select {
-	case r := <-results:
-		t.Fatalf("candidate %d returned while its holder renewed: %v", r.i, r.err)
-	default:
-	}
-
-	// Releases: candidate i takes over lease i as soon as its holder resigns.
-	var handoffs []time.Duration
-	for i := range n / 2 {
-		start := time.Now()
-		require.NoError(t, terms[i].Resign(testCtx(t)))
-		r := next("release")
-		require.Equal(t, i, r.i, "only the released lease may change hands; the holder of lease %d: %v", r.i, terms[r.i].Err())
-		handoffs = append(handoffs, r.at.Sub(start))
-	}
-	slices.Sort(handoffs)
-	t.Logf("handoff after release: median %v, max %v", handoffs[len(handoffs)/2], handoffs[len(handoffs)-1])
-	assert.Less(t, handoffs[len(handoffs)/2], retry/5, "a release must wake its candidate at once, not at the next poll")
-	assert.Less(t, handoffs[len(handoffs)-1], wakeBound)
-	assert.EqualValues(t, n+n/2, cs.Acquires.Load(), "one TryAcquire per released lease")
-
-	// Crashes: the other holders stop renewing. Each candidate takes over
-	// once it has seen the last version for TTL; it saw it within a poll of
-	// the write, so within TTL + retry (+ margin) of the abandon, and never
-	// before TTL after the last renewal (at most renew before the abandon).
-	abandoned := time.Now()
-	for i := n / 2; i < n; i++ {
-		terms[i].Abandon()
-	}
-	var failovers []time.Duration
-	for range n - n/2 {
-		r := next("abandon")
-		require.GreaterOrEqual(t, r.i, n/2)
-		failovers = append(failovers, r.at.Sub(abandoned))
-	}
-	slices.Sort(failovers)
-	t.Logf("takeover after the holder stopped renewing: min %v, median %v, max %v",
-		failovers[0], failovers[len(failovers)/2], failovers[len(failovers)-1])
-	assert.Greater(t, failovers[0], ttl-renew, "no takeover before TTL after the last renewal")
-	assert.Less(t, failovers[len(failovers)-1], ttl+retry+time.Second, "takeover within TTL + a poll + margin")
-	// A renewal in flight when its holder abandoned may still commit after
-	// the candidate read the lease: that candidate's compare-and-set then
-	// fails and it watches once more. Allow a few of those, no polling.
-	acquires := cs.Acquires.Load()
-	assert.GreaterOrEqual(t, acquires, int64(2*n))
-	assert.LessOrEqual(t, acquires, int64(2*n+n/10), "one TryAcquire per takeover: candidates wake when their watch completes")
+	c.Reads = c.Candidates.S.leaseWatch.reads.Load
+	c.ReadEvery = c.Retry / 2
+	c.HandoffMedian, c.HandoffMax = c.Retry/5, wakeBound
+	c.TakeoverMax = c.TTL + c.Retry + time.Second
+	watchtest.CandidatesMakeNoCalls(t, c)
 }
 
 // TestWatchLeaseHearsRelease proves that a release through another Store is

@@ -105,7 +105,9 @@ func (s *Store) pokeAll() {
 // member lost its leader) does the watch end; it is then created again,
 // with a backoff of up to 5s, and reads the whole prefix again. Waiting
 // candidates thus make no etcd call of their own, and the Store makes none
-// per lease.
+// per lease. The copy costs about 150 bytes per key under the prefix,
+// watched or not, for as long as the Store runs: give each application a
+// prefix of its own ([WithPrefix]) rather than share the default.
 func (s *Store) WatchLease(name string, every time.Duration) (<-chan elector.Lease, func()) {
 	sub := &leaseSub{ch: make(chan elector.Lease, 1)}
 	s.mu.Lock()
@@ -316,11 +318,11 @@ func (s *Store) runWatch(ctx context.Context, w *releaseWatch) {
 	}()
 	backoff := watchBackoffMin
 	for {
-		created, err := s.watchOnce(ctx, w)
+		ran, err := s.watchOnce(ctx, w)
 		if ctx.Err() != nil {
 			return
 		}
-		if created {
+		if ran {
 			backoff = watchBackoffMin
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -338,22 +340,24 @@ func (s *Store) runWatch(ctx context.Context, w *releaseWatch) {
 }
 
 // watchOnce runs one etcd watch on the prefix until it fails or ctx ends.
-// created reports whether etcd created the watch.
-func (s *Store) watchOnce(ctx context.Context, w *releaseWatch) (created bool, err error) {
+// ran reports whether etcd created the watch and the prefix was read: a
+// watch that fails before that is retried with a growing backoff, so that
+// a struggling etcd is not asked for the whole prefix again and again.
+func (s *Store) watchOnce(ctx context.Context, w *releaseWatch) (ran bool, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := w.watcher.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
-			return created, err
+			return ran, err
 		}
 		if resp.Created {
-			created = true
 			// Read what the watch began after: every later write is an
 			// event, so no write falls between the two.
 			if err := s.list(ctx); err != nil {
-				return created, err
+				return false, err
 			}
+			ran = true
 			s.pokeAll() // a release may have happened before the watch began
 			w.started.Add(1)
 			continue
@@ -373,9 +377,9 @@ func (s *Store) watchOnce(ctx context.Context, w *releaseWatch) (created bool, e
 		s.mu.Unlock()
 	}
 	if err := ctx.Err(); err != nil {
-		return created, err
+		return ran, err
 	}
-	return created, errors.New("the watch ended")
+	return ran, errors.New("the watch ended")
 }
 
 // isReleased reports whether a lease value is released.

@@ -3,6 +3,7 @@ package etcdlease
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -450,4 +451,39 @@ func (r *renewals) Observe(ev elector.Event) {
 	if ev.Kind == elector.EventStoreOp && ev.Op == elector.OpRenew && ev.Result == elector.ResultOK {
 		r.n.Add(1)
 	}
+}
+
+// countingHandler counts the records logged with a message.
+type countingHandler struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestWatchBacksOffWhenReadsFail: a watch that etcd creates but whose read
+// of the prefix fails every time (here: no time to read) is started again
+// with a growing backoff, not every 50 ms: a struggling etcd is not asked
+// for the whole prefix over and over.
+func TestWatchBacksOffWhenReadsFail(t *testing.T) {
+	srv := startEtcd(t)
+	var restarts atomic.Int64
+	log := slog.New(countingHandler{"etcdlease: watch failed; starting it again", &restarts})
+	s, err := New(rawClient(t, srv), WithPrefix(uniquePrefix()), WithOpTimeout(time.Microsecond), WithLogger(log))
+	require.NoError(t, err)
+	defer s.Close()
+	_, stop := s.WatchLease("job", time.Second)
+	defer stop()
+	time.Sleep(2 * time.Second)
+	// 50 ms doubling to 5 s: 5 or 6 starts in 2 s; without the backoff, 40.
+	assert.Less(t, restarts.Load(), int64(10), "restarts in 2s")
+	t.Logf("%d restarts in 2s", restarts.Load())
 }

@@ -105,28 +105,42 @@ type leaseState struct {
 	free           bool // released, or no row (token and version 0)
 }
 
+// before reports whether st is older than last, a state of a later write:
+// tokens and, within a term, versions only grow. A missing row (token 0)
+// is never older: it was deleted.
+func (st leaseState) before(last leaseState) bool {
+	return st.token != 0 && (st.token < last.token || st.token == last.token && st.version < last.version)
+}
+
 // deliver hands the state st (whose lease is l, zero if free) to sub if it
-// is the first or a new one: the lease itself on states, replacing one sub
+// is the first or a newer one (a poll or a local release that ran late
+// may offer an older one): the lease itself on states, replacing one sub
 // has not received yet; a value on released if it is free. w.mu is held,
 // which makes the send never block: all senders hold it, so the buffer is
 // empty after the drain.
 func (sub *watchSub) deliver(st leaseState, l elector.Lease) {
-	if sub.seen && sub.last == st {
+	if sub.seen && (sub.last == st || st.before(sub.last)) {
 		return
 	}
 	sub.seen, sub.last = true, st
 	switch {
 	case sub.states != nil:
-		select {
-		case <-sub.states:
-		default:
-		}
+		sub.drain()
 		sub.states <- l
 	case st.free:
 		select {
 		case sub.released <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// drain empties sub's channel. w.mu is held.
+func (sub *watchSub) drain() {
+	select {
+	case <-sub.states:
+	case <-sub.released:
+	default:
 	}
 }
 
@@ -205,6 +219,11 @@ func (w *watcher) released(name string, st leaseState) {
 func (w *watcher) close() {
 	w.mu.Lock()
 	w.closed = true
+	for _, wn := range w.byName {
+		for sub := range wn.subs {
+			sub.drain() // nothing is received after Close
+		}
+	}
 	clear(w.byName)
 	w.subs = 0
 	if w.cancel != nil {

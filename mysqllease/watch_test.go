@@ -420,3 +420,39 @@ func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
 	c.TakeoverMax = c.TTL + c.Renew + DefaultPollInterval + time.Second
 	watchtest.CandidatesMakeNoCalls(t, c)
 }
+
+// TestDeliverDropsOlderStates: a state older than the one a watcher got
+// last (a local release that ran late, a poll of a lagging replica) is not
+// delivered; a deleted row (token 0) always is.
+func TestDeliverDropsOlderStates(t *testing.T) {
+	sub := &watchSub{states: make(chan elector.Lease, 1)}
+	sub.deliver(leaseState{token: 5, version: 1}, elector.Lease{Token: 5, Version: 1})
+	require.Equal(t, uint64(5), (<-sub.states).Token)
+	sub.deliver(leaseState{token: 4, version: 3, free: true}, elector.Lease{})
+	sub.deliver(leaseState{token: 5, version: 0}, elector.Lease{Token: 5})
+	select {
+	case l := <-sub.states:
+		t.Fatalf("an older state was delivered: %+v", l)
+	default:
+	}
+	sub.deliver(leaseState{free: true}, elector.Lease{})
+	select {
+	case l := <-sub.states:
+		assert.Zero(t, l.Token, "the deleted row")
+	default:
+		t.Fatal("a deleted row was not delivered")
+	}
+}
+
+// TestWatchNothingAfterClose: a state that a watcher has not received when
+// the Store closes is not received afterwards.
+func TestWatchNothingAfterClose(t *testing.T) {
+	s := openStore(t, "")
+	released, stopRelease := s.WatchRelease("job")
+	defer stopRelease()
+	states, stop := s.WatchLease("job", time.Minute)
+	defer stop()
+	waitFor(t, 5*time.Second, "the first state", func() bool { return len(states) == 1 && len(released) == 1 })
+	require.NoError(t, s.Close())
+	assert.Zero(t, len(states)+len(released), "received after Close")
+}

@@ -91,7 +91,8 @@ type ReleaseWatcher interface {
 type LeaseWatcher interface {
 	// WatchLease returns a channel that receives the current lease of name
 	// (the zero Lease when it is free) whenever the store sees a new state
-	// of it, reading it at least every `every`, and a stop function that
+	// of it, reading it at least every `every` (or following every write
+	// through the store's own notifications), and a stop function that
 	// the caller must call once it no longer watches. The channel holds the
 	// latest state only; sends never block the store; it is never closed.
 	WatchLease(name string, every time.Duration) (states <-chan Lease, stop func())

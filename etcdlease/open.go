@@ -25,7 +25,7 @@ const (
 // timeout ([DefaultDialTimeout], [WithDialTimeout]) or ctx runs out,
 // whichever is first, with an error naming the endpoints.
 //
-// The client pings etcd every 10s while the release watch runs and drops a
+// The client pings etcd every 10s while the lease watch runs and drops a
 // connection that does not answer within 5s, so that a silently dead
 // connection does not keep the watch waiting. It logs nothing; for a
 // client with authentication, a logger or other settings, use [New].
@@ -94,7 +94,7 @@ func newStore(client *clientv3.Client, owns bool, o options) *Store {
 	}
 }
 
-// Close stops the store's release watch and waits for its goroutine, then
+// Close stops the store's lease watch and waits for its goroutine, then
 // closes the client if [Open] made it. Operations after Close return
 // [ErrClosed]. Close is idempotent; its error is the client's.
 func (s *Store) Close() error {

@@ -136,6 +136,6 @@ func (o loggerOption) apply(opts *options) { opts.logger = o.l }
 func (o loggerOption) String() string      { return "etcdlease.WithLogger(...)" }
 
 // WithLogger sets where the store reports what it cannot return as an
-// error: its release watch failing and being started again. Default:
+// error: its lease watch failing and being started again. Default:
 // nowhere.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }

@@ -198,7 +198,7 @@ func passwordOf(dsn string) string {
 	return pw
 }
 
-// Close stops the release poller and waits for it, gives back the
+// Close stops the lease watcher and waits for it, gives back the
 // connections reserved from New's pool, and closes the pools Open made.
 // Operations after Close return [ErrClosed]. Close is idempotent.
 func (s *Store) Close() error {

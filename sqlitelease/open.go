@@ -45,7 +45,8 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 // (truncated or deleted while a process had it open), a file on a network
 // filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode
 // ([ErrNotWAL]), a file whose store schema is newer than this package
-// ([ErrSchemaTooNew]), a file whose lease table was dropped, and on Linux
+// ([ErrSchemaTooNew]), a file whose lease table was dropped, a file
+// replaced every time while Open opened it, and on Linux
 // a <path>-live file that is not a regular file, neither empty nor 8 bytes
 // holding a token high-water mark, or that cannot be locked (see Process
 // death and Tokens in the package documentation).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/counting"
+	"github.com/leaderaware/leaderaware/internal/watchtest"
 )
 
 // wakeBound is how soon a watcher must wake after a release in another
@@ -140,27 +141,6 @@ func TestWatchSurvivesConnectionLoss(t *testing.T) {
 	assert.True(t, woken(ch, 5*time.Second), "a release after the connection loss must wake the watcher")
 }
 
-// expectState waits up to d for states to deliver a lease like want (the
-// same Holder, Token and Version; the zero Lease for free), skipping other
-// states, and returns it.
-func expectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, d time.Duration, what string) elector.Lease {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		select {
-		case got := <-states:
-			if got.Holder == want.Holder && got.Token == want.Token && got.Version == want.Version {
-				return got
-			}
-		case <-deadline.C:
-			t.Fatalf("%s: the watcher did not deliver holder %q token %d version %d within %v",
-				what, want.Holder, want.Token, want.Version, d)
-			return elector.Lease{}
-		}
-	}
-}
-
 // noState reports whether states receives nothing within d.
 func noState(states <-chan elector.Lease, d time.Duration) (elector.Lease, bool) {
 	select {
@@ -184,13 +164,13 @@ func TestWatchLeaseFirstState(t *testing.T) {
 
 	states, stop := watching.WatchLease("job", time.Hour)
 	defer stop()
-	got := expectState(t, states, l, wakeBound, "a held lease")
+	got := watchtest.ExpectState(t, states, l, wakeBound, "a held lease")
 	assert.Equal(t, "job", got.Name)
 	assert.Equal(t, time.Minute, got.TTL)
 	assert.True(t, got.Written.Equal(l.Written), "written %v, want %v", got.Written, l.Written)
 	free, stopFree := watching.WatchLease("free", time.Hour)
 	defer stopFree()
-	expectState(t, free, elector.Lease{}, wakeBound, "a free lease")
+	watchtest.ExpectState(t, free, elector.Lease{}, wakeBound, "a free lease")
 
 	waitWatching(t, watching, 1)
 	again, stopAgain := watching.WatchLease("job", time.Hour)
@@ -246,28 +226,28 @@ func TestWatchLeaseDeliversWrites(t *testing.T) {
 	require.NoError(t, err)
 	states, stop := watching.WatchLease("job", time.Hour)
 	defer stop()
-	expectState(t, states, l, wakeBound, "the first state")
+	watchtest.ExpectState(t, states, l, wakeBound, "the first state")
 
 	renewed, err := a.Renew(testCtx(t), l, 2*time.Minute)
 	require.NoError(t, err)
-	got := expectState(t, states, renewed, wakeBound, "a renewal")
+	got := watchtest.ExpectState(t, states, renewed, wakeBound, "a renewal")
 	assert.Equal(t, 2*time.Minute, got.TTL)
 
 	// b takes the lease over, as a candidate that watched it for its TTL.
 	taken, err := b.TryAcquire(testCtx(t), "job", "b", time.Minute, renewed)
 	require.NoError(t, err)
 	require.Greater(t, taken.Token, l.Token)
-	expectState(t, states, taken, wakeBound, "a takeover")
+	watchtest.ExpectState(t, states, taken, wakeBound, "a takeover")
 
 	require.NoError(t, b.Release(testCtx(t), taken))
-	expectState(t, states, elector.Lease{}, wakeBound, "a release")
+	watchtest.ExpectState(t, states, elector.Lease{}, wakeBound, "a release")
 
 	again, err := a.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	expectState(t, states, again, wakeBound, "a new term after the release")
+	watchtest.ExpectState(t, states, again, wakeBound, "a new term after the release")
 	_, err = rawClient(t, srv).Delete(testCtx(t), a.Key("job"))
 	require.NoError(t, err)
-	expectState(t, states, elector.Lease{}, wakeBound, "a delete")
+	watchtest.ExpectState(t, states, elector.Lease{}, wakeBound, "a delete")
 }
 
 // TestWatchLeaseStop proves that stop ends the deliveries to its watcher
@@ -282,16 +262,16 @@ func TestWatchLeaseStop(t *testing.T) {
 	other, stopOther := watching.WatchLease("job", time.Hour)
 	defer stopOther()
 	free, stopFree := watching.WatchLease("free", time.Hour)
-	expectState(t, states, l, wakeBound, "the first state")
-	expectState(t, other, l, wakeBound, "the first state")
-	expectState(t, free, elector.Lease{}, wakeBound, "the first state")
+	watchtest.ExpectState(t, states, l, wakeBound, "the first state")
+	watchtest.ExpectState(t, other, l, wakeBound, "the first state")
+	watchtest.ExpectState(t, free, elector.Lease{}, wakeBound, "the first state")
 	stop()
 	stop()
 	stopFree()
 
 	renewed, err := holder.Renew(testCtx(t), l, time.Minute)
 	require.NoError(t, err)
-	expectState(t, other, renewed, wakeBound, "the watcher that did not stop")
+	watchtest.ExpectState(t, other, renewed, wakeBound, "the watcher that did not stop")
 	if got, ok := noState(states, 100*time.Millisecond); !ok {
 		t.Fatalf("a stopped watcher received %+v", got)
 	}
@@ -350,14 +330,14 @@ func TestWatchLeaseSurvivesConnectionLoss(t *testing.T) {
 	require.NoError(t, err)
 	states, stop := watching.WatchLease("job", time.Hour)
 	defer stop()
-	expectState(t, states, l, wakeBound, "the first state")
+	watchtest.ExpectState(t, states, l, wakeBound, "the first state")
 
 	p.cut()
 	renewed, err := holder.Renew(testCtx(t), l, time.Minute) // while the client reconnects
 	require.NoError(t, err)
-	expectState(t, states, renewed, 10*time.Second, "a renewal after the connection loss")
+	watchtest.ExpectState(t, states, renewed, 10*time.Second, "a renewal after the connection loss")
 	require.NoError(t, holder.Release(testCtx(t), renewed))
-	expectState(t, states, elector.Lease{}, 10*time.Second, "a release after the connection loss")
+	watchtest.ExpectState(t, states, elector.Lease{}, 10*time.Second, "a release after the connection loss")
 }
 
 // countingStore counts TryAcquire calls and keeps the Store's WatchLease

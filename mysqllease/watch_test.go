@@ -56,12 +56,12 @@ func TestWatchRowDeleted(t *testing.T) {
 	defer stop()
 	states, stopStates := s.WatchLease("job", time.Minute)
 	defer stopStates()
-	expectState(t, states, l, 5*time.Second, "held")
+	watchtest.ExpectState(t, states, l, 5*time.Second, "held")
 	assert.False(t, woken(released, 100*time.Millisecond))
 	_, err = rawDB(t).ExecContext(ctx, "DELETE FROM "+s.Table())
 	require.NoError(t, err)
 	assert.True(t, woken(released, 5*time.Second))
-	expectState(t, states, elector.Lease{}, 5*time.Second, "row deleted")
+	watchtest.ExpectState(t, states, elector.Lease{}, 5*time.Second, "row deleted")
 }
 
 // TestWatchReleaseFreeAtStart: a watcher of a lease that is free when the
@@ -111,29 +111,6 @@ func watchedNames(s *Store) []string {
 	return names
 }
 
-// expectState waits up to d for states to deliver want (same Token and
-// Version, and Holder; the zero Lease for free), skipping older states.
-func expectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, d time.Duration, what string) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		select {
-		case got := <-states:
-			if got.Token == want.Token && got.Version == want.Version {
-				assert.Equal(t, want.Holder, got.Holder, what)
-				if want.Token != 0 {
-					assert.Equal(t, want.Name, got.Name, what)
-					assert.Equal(t, want.TTL, got.TTL, what)
-				}
-				return
-			}
-		case <-deadline.C:
-			t.Fatalf("%s: the watcher did not deliver token %d version %d within %v", what, want.Token, want.Version, d)
-		}
-	}
-}
-
 // expectNothing fails t if states delivers within d.
 func expectNothing(t *testing.T, states <-chan elector.Lease, d time.Duration, what string) {
 	t.Helper()
@@ -155,10 +132,10 @@ func TestWatchLeaseFirstState(t *testing.T) {
 		start := time.Now()
 		held, stopHeld := s.WatchLease("held", time.Minute)
 		defer stopHeld()
-		expectState(t, held, l, 5*time.Second, fmt.Sprintf("watcher %d of a held lease", i))
+		watchtest.ExpectState(t, held, l, 5*time.Second, fmt.Sprintf("watcher %d of a held lease", i))
 		free, stopFree := s.WatchLease("free", time.Minute)
 		defer stopFree()
-		expectState(t, free, elector.Lease{}, 5*time.Second, fmt.Sprintf("watcher %d of a free lease", i))
+		watchtest.ExpectState(t, free, elector.Lease{}, 5*time.Second, fmt.Sprintf("watcher %d of a free lease", i))
 		t.Logf("watcher %d: first states after %v", i, time.Since(start))
 	}
 }
@@ -178,13 +155,13 @@ func TestWatchLeaseChanges(t *testing.T) {
 	require.NoError(t, err)
 	states, stop := s.WatchLease("job", time.Minute)
 	defer stop()
-	expectState(t, states, l, 5*time.Second, "first state")
+	watchtest.ExpectState(t, states, l, 5*time.Second, "first state")
 
 	for i := range 3 {
 		l, err = other.Renew(ctx, l, time.Duration(i+2)*time.Minute)
 		require.NoError(t, err)
 		start := time.Now()
-		expectState(t, states, l, bound, fmt.Sprintf("renewal %d", i))
+		watchtest.ExpectState(t, states, l, bound, fmt.Sprintf("renewal %d", i))
 		t.Logf("renewal %d delivered after %v", i, time.Since(start))
 	}
 	expectNothing(t, states, 3*interval, "an unchanged lease")
@@ -192,11 +169,11 @@ func TestWatchLeaseChanges(t *testing.T) {
 	taken, err := other.TryAcquire(ctx, "job", "b", time.Minute, l) // observed for its TTL
 	require.NoError(t, err)
 	require.NotEqual(t, l.Token, taken.Token)
-	expectState(t, states, taken, bound, "takeover")
+	watchtest.ExpectState(t, states, taken, bound, "takeover")
 
 	start := time.Now()
 	require.NoError(t, other.Release(ctx, taken))
-	expectState(t, states, elector.Lease{}, bound, "release through another Store")
+	watchtest.ExpectState(t, states, elector.Lease{}, bound, "release through another Store")
 	t.Logf("release delivered after %v", time.Since(start))
 	expectNothing(t, states, 3*interval, "a lease that stays released")
 
@@ -204,7 +181,7 @@ func TestWatchLeaseChanges(t *testing.T) {
 	again, err := other.TryAcquire(ctx, "job", "c", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	require.NoError(t, other.Release(ctx, again))
-	expectState(t, states, elector.Lease{}, bound, "the next release")
+	watchtest.ExpectState(t, states, elector.Lease{}, bound, "the next release")
 }
 
 // TestWatchLeaseLocalRelease proves that a release through the same Store
@@ -216,7 +193,7 @@ func TestWatchLeaseLocalRelease(t *testing.T) {
 	require.NoError(t, err)
 	states, stop := s.WatchLease("local", time.Minute)
 	defer stop()
-	expectState(t, states, l, 5*time.Second, "first state")
+	watchtest.ExpectState(t, states, l, 5*time.Second, "first state")
 	start := time.Now()
 	require.NoError(t, s.Release(testCtx(t), l))
 	select {
@@ -257,7 +234,7 @@ func TestWatchLeaseOneStatementPerPoll(t *testing.T) {
 		states[i] = ch
 	}
 	for i := range n {
-		expectState(t, states[i], held[i], 10*time.Second, name(i))
+		watchtest.ExpectState(t, states[i], held[i], 10*time.Second, name(i))
 	}
 	before := s.watch.statements.Load()
 	time.Sleep(window)
@@ -279,7 +256,7 @@ func TestWatchLeaseNotStarvedByJobs(t *testing.T) {
 	holdAll(t, s.DB(), 2)
 	states, stop := s.WatchLease("job", time.Minute)
 	defer stop()
-	expectState(t, states, elector.Lease{}, 2*time.Second, "first state while the jobs hold every connection")
+	watchtest.ExpectState(t, states, elector.Lease{}, 2*time.Second, "first state while the jobs hold every connection")
 }
 
 // TestWatchLeaseSmallestEvery proves that the watcher polls at the smallest
@@ -291,12 +268,12 @@ func TestWatchLeaseSmallestEvery(t *testing.T) {
 	require.NoError(t, err)
 	slow, stopSlow := s.WatchLease("slow", time.Minute)
 	defer stopSlow()
-	expectState(t, slow, l, 5*time.Second, "first state")
+	watchtest.ExpectState(t, slow, l, 5*time.Second, "first state")
 	_, stopFast := s.WatchLease("fast", 100*time.Millisecond)
 	defer stopFast()
 	l, err = other.Renew(testCtx(t), l, time.Minute)
 	require.NoError(t, err)
-	expectState(t, slow, l, 2*time.Second, "renewal, at the fast watcher's interval")
+	watchtest.ExpectState(t, slow, l, 2*time.Second, "renewal, at the fast watcher's interval")
 }
 
 // TestWatchLeaseGoroutine proves that the poller starts with the first
@@ -333,15 +310,15 @@ func TestWatchLeaseGoroutine(t *testing.T) {
 	a2, stopA2 := s.WatchLease("a", time.Second)
 	_, stopB := s.WatchRelease("b")
 	assert.True(t, running())
-	expectState(t, a, l, 5*time.Second, "first state")
-	expectState(t, a2, l, 5*time.Second, "first state of the second watcher")
+	watchtest.ExpectState(t, a, l, 5*time.Second, "first state")
+	watchtest.ExpectState(t, a2, l, 5*time.Second, "first state of the second watcher")
 	stopA()
 	stopA() // idempotent: must not remove the other watcher of "a"
 	stopB()
 	assert.True(t, running(), "a watcher of a remains")
 	l, err = s.Renew(ctx, l, time.Minute)
 	require.NoError(t, err)
-	expectState(t, a2, l, 5*time.Second, "renewal, to the watcher left")
+	watchtest.ExpectState(t, a2, l, 5*time.Second, "renewal, to the watcher left")
 	expectNothing(t, a, 0, "a stopped watcher")
 	stopA2()
 	assert.False(t, running(), "the last stop ends the goroutine")
@@ -351,7 +328,7 @@ func TestWatchLeaseGoroutine(t *testing.T) {
 
 	c, stopC := s.WatchLease("c", time.Millisecond)
 	defer stopC()
-	expectState(t, c, elector.Lease{}, 5*time.Second, "a new watcher starts it again")
+	watchtest.ExpectState(t, c, elector.Lease{}, 5*time.Second, "a new watcher starts it again")
 	assert.True(t, running())
 	_, err = s.TryAcquire(ctx, "c", "x", time.Minute, elector.Lease{})
 	require.NoError(t, err)

@@ -19,24 +19,6 @@ import (
 // visible to the elector.
 type countingStore = counting.Store[*Store]
 
-// expectState waits up to d for states to deliver want (same Token and
-// Version; the zero Lease for free), skipping older states.
-func expectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, d time.Duration, what string) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		select {
-		case got := <-states:
-			if got.Token == want.Token && got.Version == want.Version {
-				return
-			}
-		case <-deadline.C:
-			t.Fatalf("%s: the watcher did not deliver token %d version %d within %v", what, want.Token, want.Version, d)
-		}
-	}
-}
-
 // TestWatchLeaseCandidatesMakeNoCalls: 100 candidates waiting on one Store
 // make no TryAcquire of their own while the holders (on other Stores)
 // renew, and the Store reads all 100 leases in one statement per poll; a
@@ -70,10 +52,10 @@ func TestWatchLeaseHearsRelease(t *testing.T) {
 	states, stop := b.WatchLease("heard", time.Minute)
 	defer stop()
 	// The listener's first LISTEN makes the watcher read at once.
-	expectState(t, states, l, 10*time.Second, "after the listener connected")
+	watchtest.ExpectState(t, states, l, 10*time.Second, "after the listener connected")
 	start := time.Now()
 	require.NoError(t, a.Release(testCtx(t), l))
-	expectState(t, states, elector.Lease{}, wakeBound, "after a release through another Store")
+	watchtest.ExpectState(t, states, elector.Lease{}, wakeBound, "after a release through another Store")
 	t.Logf("release delivered after %v", time.Since(start))
 }
 
@@ -86,7 +68,7 @@ func TestWatchLeaseLocalRelease(t *testing.T) {
 	states, stop := s.WatchLease("local", time.Minute)
 	defer stop()
 	require.NoError(t, s.Release(testCtx(t), l))
-	expectState(t, states, elector.Lease{}, wakeBound, "after a release through this Store")
+	watchtest.ExpectState(t, states, elector.Lease{}, wakeBound, "after a release through this Store")
 	s.mu.Lock()
 	assert.Nil(t, s.listener, "WithoutListener must not start a listener")
 	s.mu.Unlock()
@@ -104,10 +86,10 @@ func TestWatchLeaseSmallestEvery(t *testing.T) {
 	defer stopSlow()
 	_, stopFast := b.WatchLease("fast", 100*time.Millisecond)
 	defer stopFast()
-	expectState(t, slow, l, 2*time.Second, "first state, at the fast watcher's interval")
+	watchtest.ExpectState(t, slow, l, 2*time.Second, "first state, at the fast watcher's interval")
 	r, err := a.Renew(testCtx(t), l, time.Minute)
 	require.NoError(t, err)
-	expectState(t, slow, r, 2*time.Second, "renewal, at the fast watcher's interval")
+	watchtest.ExpectState(t, slow, r, 2*time.Second, "renewal, at the fast watcher's interval")
 	reads := b.leaseWatch.reads.Load()
 	waitFor(t, 5*time.Second, "more polls", func() bool { return b.leaseWatch.reads.Load() >= reads+3 })
 	select {
@@ -188,7 +170,7 @@ func TestWatchLeaseSurvivesDroppedConnection(t *testing.T) {
 			defer stop()
 			l, err := writer.TryAcquire(testCtx(t), name, "a", time.Minute, elector.Lease{})
 			require.NoError(t, err)
-			expectState(t, states, l, 5*time.Second, "before the fault")
+			watchtest.ExpectState(t, states, l, 5*time.Second, "before the fault")
 
 			if fault == "cut" {
 				px.Cut()
@@ -198,10 +180,10 @@ func TestWatchLeaseSurvivesDroppedConnection(t *testing.T) {
 			r, err := writer.Renew(testCtx(t), l, time.Minute)
 			require.NoError(t, err)
 			start := time.Now()
-			expectState(t, states, r, 10*time.Second, "after the fault")
+			watchtest.ExpectState(t, states, r, 10*time.Second, "after the fault")
 			t.Logf("renewal delivered %v after the %s", time.Since(start), fault)
 			require.NoError(t, writer.Release(testCtx(t), r))
-			expectState(t, states, elector.Lease{}, 10*time.Second, "release after the fault")
+			watchtest.ExpectState(t, states, elector.Lease{}, 10*time.Second, "release after the fault")
 		})
 	}
 }

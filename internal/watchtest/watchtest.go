@@ -1,8 +1,8 @@
-// Package watchtest checks what a store's bulk lease watcher
-// ([elector.LeaseWatcher]) is for, in one test that the SQL stores share:
-// waiting candidates make no store calls of their own, releases reach them
-// fast, and dead holders are replaced after the elapsed-time rule, never
-// before.
+// Package watchtest holds what the stores' tests of their bulk lease
+// watchers ([elector.LeaseWatcher]) share: a wait for a watched state, and
+// one test of what bulk watching is for (waiting candidates make no store
+// calls of their own, releases reach them fast, and dead holders are
+// replaced after the elapsed-time rule, never before).
 package watchtest
 
 import (
@@ -23,6 +23,34 @@ import (
 // Leases is how many leases, holders and candidates CandidatesMakeNoCalls
 // runs.
 const Leases = 100
+
+// ExpectState waits up to d for states to deliver the state of want (the
+// same Token and Version; the zero Lease for free), skipping other states,
+// and returns it. The state must name want's Holder, and for a term its
+// Name and TTL too. what names the step in the failure.
+func ExpectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, d time.Duration, what string) elector.Lease {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		select {
+		case got := <-states:
+			if got.Token != want.Token || got.Version != want.Version {
+				continue
+			}
+			assert.Equal(t, want.Holder, got.Holder, what)
+			if want.Token != 0 {
+				assert.Equal(t, want.Name, got.Name, what)
+				assert.Equal(t, want.TTL, got.TTL, what)
+			}
+			return got
+		case <-deadline.C:
+			t.Fatalf("%s: the watcher did not deliver holder %q token %d version %d within %v",
+				what, want.Holder, want.Token, want.Version, d)
+			return elector.Lease{}
+		}
+	}
+}
 
 // Case is the store under test and the bounds its watcher promises.
 type Case[S counting.Watching] struct {

@@ -36,10 +36,13 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 // Open opens the lease store in the SQLite file at path, creating the file
 // (mode 0600) and the store's tables if needed; the directory must exist.
 // Opening a file that already holds them is fine, and so is opening one
-// file from several processes of one host at once.
+// file from several processes of one host at once, all through one
+// directory (see One file, one path in the package documentation).
 //
 // Open refuses, with an error that names the path and the cause: a missing
-// or unwritable directory or file, a file that is not an SQLite database or
+// or unwritable directory or file, a path longer than SQLite's limit (504
+// bytes, with symbolic links resolved), a file reachable through a second
+// path ([ErrSecondPath]), a file that is not an SQLite database or
 // is corrupt, a file left empty or missing next to its write-ahead log
 // (truncated or deleted while a process had it open), a file on a network
 // filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode

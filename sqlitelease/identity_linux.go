@@ -43,7 +43,7 @@ type fileKey struct{ dev, ino uint64 }
 type dbFile struct {
 	stores int                 // Stores that hold it (or are opening it)
 	paths  map[int64]*pathLock // by the byte of the path they came through
-	extra  []int               // descriptors of no path, closed with the others
+	extra  []int               // descriptors opened for a path that had one, closed with the others
 }
 
 // pathLock is the descriptor, and the read lock on its path's byte, of the
@@ -63,8 +63,8 @@ var dbFiles = fileTable{m: make(map[fileKey]*dbFile)}
 
 // fileHold is a Store's hold on its database file.
 type fileHold struct {
-	key  fileKey
-	byte int64
+	key fileKey
+	at  int64 // the byte of the path it came through
 }
 
 // holdFile opens the database file at real, the path with every symbolic
@@ -104,7 +104,7 @@ func (h *fileHold) check(path, real string, fd int) error {
 	case st.Nlink > 1:
 		return fmt.Errorf("sqlitelease: open %q: %w", path, linksError(real, uint64(st.Nlink)))
 	}
-	for _, r := range [][2]int64{{pathBytes, h.byte}, {h.byte + 1, pathBytes + pathByteRange}} {
+	for _, r := range [][2]int64{{pathBytes, h.at}, {h.at + 1, pathBytes + pathByteRange}} {
 		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: r[0], Len: r[1] - r[0]}
 		if lk.Len == 0 {
 			continue
@@ -206,9 +206,9 @@ func (h *fileHold) release() {
 // Store of the file closes its descriptors. The caller holds t.mu.
 func (t *fileTable) release(h *fileHold) {
 	f := t.m[h.key]
-	p := f.paths[h.byte]
+	p := f.paths[h.at]
 	if p.stores--; p.stores == 0 {
-		lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: io.SeekStart, Start: h.byte, Len: 1}
+		lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: io.SeekStart, Start: h.at, Len: 1}
 		_ = unix.FcntlFlock(uintptr(p.fd), unix.F_OFD_SETLK, &lk)
 	}
 	f.stores--

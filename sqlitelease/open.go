@@ -227,12 +227,12 @@ func preparePath(path string, cfg config) (abs, real string, hold *fileHold, err
 // a new file next to a WAL that is not its own. The WAL is looked at
 // first: a WAL that another Open is creating at this moment has a database
 // page before it.
-func checkWAL(path, abs string) error {
-	wal, err := os.Stat(abs + "-wal")
+func checkWAL(path, real string) error {
+	wal, err := os.Stat(real + "-wal")
 	if err != nil || wal.Size() == 0 {
 		return nil
 	}
-	db, err := os.Stat(abs)
+	db, err := os.Stat(real)
 	switch {
 	case err == nil && db.Size() > 0:
 		return nil
@@ -242,7 +242,7 @@ func checkWAL(path, abs string) error {
 	return fmt.Errorf("sqlitelease: open %q: the database file is missing or empty, but its write-ahead log %q holds %d bytes: "+
 		"the file was truncated or deleted while a process had it open; stop the processes that use it, "+
 		"then restore the file from a backup, or remove its -wal and -shm files too to start with no leases",
-		path, abs+"-wal", wal.Size())
+		path, real+"-wal", wal.Size())
 }
 
 // setUp checks the file's journal mode, migrates its schema and prepares the

@@ -3,6 +3,7 @@ package sqlitelease_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,9 @@ func TestHardLinkRefused(t *testing.T) {
 	require.ErrorIs(t, err, elector.ErrLeaseLost)
 	_, err = s.TryAcquire(bg(t), "other", "a", time.Minute, elector.Lease{})
 	requireSecondPath(t, err)
+	err = s.FencedLease(bg(t), l, func(context.Context, *sql.Tx) error { return nil })
+	requireSecondPath(t, err)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
 
 	require.NoError(t, os.Remove(link))
 	_, err = s.TryAcquire(bg(t), "other", "a", time.Minute, elector.Lease{})

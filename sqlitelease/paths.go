@@ -13,8 +13,8 @@ import (
 // a database file that has a second name (a hard link) or that another
 // Store has open through another directory (a bind mount of the file
 // alone): SQLite keeps a write-ahead log next to each path, so the two
-// would be two databases in one file. A Renew's error also matches
-// [elector.ErrLeaseLost].
+// would be two databases in one file. The error of a Renew or a fenced
+// write also matches [elector.ErrLeaseLost].
 var ErrSecondPath = errors.New("the database file is reachable through a second path; " +
 	"mount or share the directory that holds it, not the file, and give it one name")
 

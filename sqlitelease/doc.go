@@ -5,9 +5,9 @@
 // # The file
 //
 // [Open] creates the file with mode 0600 (SQLite gives the -wal and -shm
-// files the same mode, and on Linux the store adds a -live file of the same
-// mode, see Process death and Tokens) and two tables, which share the file
-// with the jobs' own tables:
+// files the database file's mode and, as root, its owner, and so does the
+// store to the -live file it adds on Linux, see Process death and Tokens)
+// and two tables, which share the file with the jobs' own tables:
 //
 //	leaderaware_meta (key TEXT PRIMARY KEY, value)
 //		-- 'schema_version'   → SchemaVersion
@@ -40,6 +40,18 @@
 // another file or none, or the file is emptied (deleted, replaced or
 // truncated under a running process), its operations fail with
 // [ErrFileChanged], and a holder's next renewal ends its term.
+//
+// # One file, one path
+//
+// SQLite keeps the -wal and -shm files next to the path it opens, so every
+// process must reach the file through one directory and one name: a hard
+// link, or a bind mount of the file alone (docker run -v
+// /host/app.db:/data/app.db), would give the file a second log, and two
+// leaders. Mount or share the directory that holds the file instead.
+// Symbolic links are fine: Open resolves them first, and the side files
+// are next to the target. On Linux, Open refuses a file with a second name
+// or that another Store has open through another directory or name, and
+// every write checks for a second name again ([ErrSecondPath]).
 //
 // # Tokens
 //
@@ -85,8 +97,9 @@
 //
 // All candidates must run on one host, because SQLite's locks and the WAL's
 // shared memory do not work across hosts. Do not put the file on a network
-// filesystem; Open refuses NFS, SMB/CIFS, FUSE, 9P, CephFS and AFS on Linux
-// unless given [AllowNetworkFS]. For many hosts use pglease.
+// filesystem; Open refuses NFS, SMB/CIFS, FUSE, 9P, CephFS, AFS, Coda and
+// the cluster filesystems (OCFS2, GFS2, Lustre, GPFS, BeeGFS, OrangeFS) on
+// Linux unless given [AllowNetworkFS]. For many hosts use pglease.
 //
 // # One writer at a time
 //

@@ -126,11 +126,12 @@ func (s *Store) checkTerm(ctx context.Context, tx *sql.Tx, l elector.Lease) erro
 	return nil
 }
 
-// checkFileForWrite is checkFile for a fenced write of l: a changed file
-// means that l is not the current term of the file at the path.
+// checkFileForWrite is checkFile for a fenced write of l: a changed file,
+// or one with a second path, means that l is not the current term of the
+// file at the path.
 func (s *Store) checkFileForWrite(l elector.Lease) error {
 	switch err := s.checkFile(); {
-	case errors.Is(err, ErrFileChanged):
+	case errors.Is(err, ErrFileChanged), errors.Is(err, ErrSecondPath):
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w: %w", l.Name, s.path, err, elector.ErrLeaseLost)
 	case err != nil:
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w", l.Name, s.path, err)

@@ -20,9 +20,10 @@ import (
 // taken by another Store only if 62 random bits collide.
 const sidecarAttempts = 8
 
-// openSidecar opens (creating it with mode 0600) the liveness file next to
-// the database file at the absolute path abs, as SQLite places its -wal
-// and -shm files (next to the file a symbolic link points to), and locks a
+// openSidecar opens (creating it with the database file's mode and owner,
+// see sideFile) the liveness file next to the database file at the
+// absolute path abs, as SQLite places its -wal and -shm files (next to the
+// file a symbolic link points to), and locks a
 // byte of it at a random offset in [1, 2^62). It refuses, with an error
 // naming the file, one that is a symbolic link, not a regular file, neither
 // empty nor a high-water mark (8 bytes; anything else belongs to something
@@ -32,16 +33,7 @@ func openSidecar(abs string) (*sidecar, error) {
 		abs = real
 	}
 	path := abs + "-live"
-	var (
-		fd  int
-		err error
-	)
-	for {
-		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	fd, err := sideFile(abs, path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
 	switch {
 	case errors.Is(err, unix.ELOOP):
 		return nil, fmt.Errorf("liveness file %q is a symbolic link; remove it: %w", path, err)

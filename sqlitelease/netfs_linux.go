@@ -7,7 +7,8 @@ import (
 	"syscall"
 )
 
-// Magic numbers of network and user-space filesystems (statfs f_type).
+// Magic numbers of network, cluster and user-space filesystems (statfs
+// f_type), from Linux's include/uapi/linux/magic.h unless noted.
 var networkFS = map[uint32]string{
 	0x6969:     "NFS",
 	0x517B:     "SMB",
@@ -17,6 +18,14 @@ var networkFS = map[uint32]string{
 	0x01021997: "9P", // WSL2 and container host shares
 	0x00C36400: "CephFS",
 	0x5346414F: "AFS",
+	0x6B414653: "kAFS",
+	0x73757245: "Coda",
+	0x7461636F: "OCFS2",
+	0x01161970: "GFS2",     // GFS2_MAGIC, include/uapi/linux/gfs2_ondisk.h
+	0x0BD00BD0: "Lustre",   // LL_SUPER_MAGIC, lustre/include/uapi/linux/lustre/lustre_user.h
+	0x47504653: "GPFS",     // "GPFS", IBM Storage Scale; as in coreutils' src/stat.c
+	0x19830326: "BeeGFS",   // BEEGFS_MAGIC, beegfs client_module/source/filesystem/FhgfsOpsSuper.h
+	0x20030528: "OrangeFS", // ORANGEFS_SUPER_MAGIC, Linux fs/orangefs/protocol.h
 }
 
 // statfsType returns the filesystem type magic of path. Tests replace it.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
@@ -37,10 +36,13 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 // Open opens the lease store in the SQLite file at path, creating the file
 // (mode 0600) and the store's tables if needed; the directory must exist.
 // Opening a file that already holds them is fine, and so is opening one
-// file from several processes of one host at once.
+// file from several processes of one host at once, all through one
+// directory (see One file, one path in the package documentation).
 //
 // Open refuses, with an error that names the path and the cause: a missing
-// or unwritable directory or file, a file that is not an SQLite database or
+// or unwritable directory or file, a path longer than SQLite's limit (504
+// bytes, with symbolic links resolved), a file reachable through a second
+// path ([ErrSecondPath]), a file that is not an SQLite database or
 // is corrupt, a file left empty or missing next to its write-ahead log
 // (truncated or deleted while a process had it open), a file on a network
 // filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode
@@ -86,7 +88,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	defer cancel()
 	// The liveness lock comes last, next to a file known to be a lease
 	// store, and before any lease is written.
-	if s.live, err = openSidecar(s.abs); err != nil {
+	if s.live, err = openSidecar(s.real); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
@@ -96,6 +98,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
 	attrs := []any{"path", s.abs}
+	if s.real != s.abs {
+		attrs = append(attrs, "resolved", s.real)
+	}
 	if from < SchemaVersion {
 		attrs = append(attrs, "schema_version", SchemaVersion, "migrated_from", from)
 	}
@@ -118,15 +123,16 @@ var errReplaced = errors.New("the file was replaced while it was opened")
 // Store would lead alone on a file nobody else sees. Then it returns
 // errReplaced.
 func openFile(path string, cfg config) (*Store, int, error) {
-	abs, err := preparePath(path, cfg)
+	abs, real, hold, err := preparePath(path, cfg)
 	if err != nil {
 		return nil, 0, err
 	}
-	db, err := sql.Open("sqlite", dsn(abs, cfg))
+	db, err := sql.Open("sqlite", dsn(real, cfg))
 	if err != nil {
+		hold.release()
 		return nil, 0, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s := &Store{path: path, abs: abs, opened: time.Now(), cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
+	s := &Store{path: path, abs: abs, real: real, hold: hold, opened: time.Now(), cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
 	s.worker.renewAll = s.renewAll
 	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
@@ -143,7 +149,7 @@ func openFile(path string, cfg config) (*Store, int, error) {
 	if err == nil {
 		now, err = os.Stat(abs)
 	}
-	if err == nil && !os.SameFile(s.file, now) {
+	if err == nil && (!os.SameFile(s.file, now) || !hold.is(now)) {
 		err = errReplaced
 	}
 	if errors.Is(err, fs.ErrNotExist) {
@@ -159,72 +165,58 @@ func openFile(path string, cfg config) (*Store, int, error) {
 	return s, from, nil
 }
 
-// dsn returns the data source name of the file at the absolute path abs.
+// dsn returns the data source name of the file at the absolute path real.
 // modernc.org/sqlite runs each _pragma on every new connection.
-func dsn(abs string, cfg config) string {
-	return abs + "?_pragma=busy_timeout(" + fmt.Sprint(busyMillis(cfg.busyTimeout)) + ")" +
+func dsn(real string, cfg config) string {
+	return real + "?_pragma=busy_timeout(" + fmt.Sprint(busyMillis(cfg.busyTimeout)) + ")" +
 		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(NORMAL)" +
 		"&_txlock=immediate"
 }
 
-// preparePath checks path and creates the file with mode 0600 if it does not
-// exist. It returns the absolute path.
-func preparePath(path string, cfg config) (string, error) {
+// preparePath checks path and holds the file (see holdFile), creating it
+// with mode 0600 if it does not exist. It returns the absolute path, and
+// the path with every symbolic link resolved, where SQLite keeps the -wal
+// and -shm files: every check that looks next to the file looks there.
+func preparePath(path string, cfg config) (abs, real string, hold *fileHold, err error) {
 	if path == "" {
-		return "", errors.New("sqlitelease: the database path is empty")
+		return "", "", nil, errors.New("sqlitelease: the database path is empty")
 	}
-	if strings.ContainsRune(path, '?') {
-		return "", fmt.Errorf("sqlitelease: open %q: the path contains '?', which the SQLite driver reads as the start of its options", path)
+	if abs, err = filepath.Abs(path); err != nil {
+		return "", "", nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	if real, err = resolvePath(path, abs); err != nil {
+		return "", "", nil, err
 	}
-	dir := filepath.Dir(abs)
-	fi, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("sqlitelease: open %q: the directory %q does not exist: %w", path, dir, err)
-	case errors.Is(err, syscall.ENOTDIR):
-		return "", fmt.Errorf("sqlitelease: open %q: a parent of %q is not a directory: %w", path, dir, err)
-	case err != nil:
-		return "", fmt.Errorf("sqlitelease: open %q: directory %q: %w", path, dir, err)
-	case !fi.IsDir():
-		return "", fmt.Errorf("sqlitelease: open %q: %q is not a directory", path, dir)
+	for _, p := range []string{path, real} {
+		if strings.ContainsRune(p, '?') {
+			return "", "", nil, fmt.Errorf("sqlitelease: open %q: the path %q contains '?', which the SQLite driver reads as the start of its options", path, p)
+		}
+	}
+	if err := checkLength(path, real); err != nil {
+		return "", "", nil, err
 	}
 	if !cfg.allowNetworkFS {
-		target := abs
-		if _, err := os.Stat(abs); err != nil {
-			target = dir
+		target := real
+		if _, err := os.Stat(real); err != nil {
+			target = filepath.Dir(real)
 		}
 		name, err := networkFSName(target)
 		if err != nil {
-			return "", fmt.Errorf("sqlitelease: open %q: check the filesystem of %q: %w", path, target, err)
+			return "", "", nil, fmt.Errorf("sqlitelease: open %q: check the filesystem of %q: %w", path, target, err)
 		}
 		if name != "" {
-			return "", fmt.Errorf("sqlitelease: open %q: %q is on %s: %w; pass AllowNetworkFS() only if no other host ever opens this file",
+			return "", "", nil, fmt.Errorf("sqlitelease: open %q: %q is on %s: %w; pass AllowNetworkFS() only if no other host ever opens this file",
 				path, target, name, ErrNetworkFS)
 		}
 	}
-	if err := checkWAL(path, abs); err != nil {
-		return "", err
+	if err := checkWAL(path, real); err != nil {
+		return "", "", nil, err
 	}
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
-	switch {
-	case errors.Is(err, fs.ErrPermission):
-		return "", fmt.Errorf("sqlitelease: open %q: the file or its directory is not writable: %w", path, err)
-	case errors.Is(err, syscall.EISDIR):
-		return "", fmt.Errorf("sqlitelease: open %q: the path is a directory: %w", path, err)
-	case errors.Is(err, syscall.EROFS):
-		return "", fmt.Errorf("sqlitelease: open %q: the filesystem is read-only: %w", path, err)
-	case err != nil:
-		return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	if hold, err = holdFile(path, real); err != nil {
+		return "", "", nil, err
 	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
-	}
-	return abs, nil
+	return abs, real, hold, nil
 }
 
 // checkWAL refuses a database file that is missing or empty next to a
@@ -235,12 +227,12 @@ func preparePath(path string, cfg config) (string, error) {
 // a new file next to a WAL that is not its own. The WAL is looked at
 // first: a WAL that another Open is creating at this moment has a database
 // page before it.
-func checkWAL(path, abs string) error {
-	wal, err := os.Stat(abs + "-wal")
+func checkWAL(path, real string) error {
+	wal, err := os.Stat(real + "-wal")
 	if err != nil || wal.Size() == 0 {
 		return nil
 	}
-	db, err := os.Stat(abs)
+	db, err := os.Stat(real)
 	switch {
 	case err == nil && db.Size() > 0:
 		return nil
@@ -250,7 +242,7 @@ func checkWAL(path, abs string) error {
 	return fmt.Errorf("sqlitelease: open %q: the database file is missing or empty, but its write-ahead log %q holds %d bytes: "+
 		"the file was truncated or deleted while a process had it open; stop the processes that use it, "+
 		"then restore the file from a backup, or remove its -wal and -shm files too to start with no leases",
-		path, abs+"-wal", wal.Size())
+		path, real+"-wal", wal.Size())
 }
 
 // setUp checks the file's journal mode, migrates its schema and prepares the

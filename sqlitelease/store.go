@@ -31,6 +31,8 @@ var ErrClosed = errors.New("sqlitelease: store is closed")
 type Store struct {
 	path string      // as given to Open, for error messages
 	abs  string      // the absolute path
+	real string      // abs with its symbolic links resolved: where SQLite and the side files are
+	hold *fileHold   // on the database file, from Open to Close
 	file os.FileInfo // the database file as Open found it
 	// opened is when Open began; fileOK, when (time since opened) a check
 	// of file last passed, 0 after one that failed (see checkFileRead).
@@ -279,6 +281,8 @@ func (s *Store) statFile() error {
 		return fmt.Errorf("%w (the path now names another file)", ErrFileChanged)
 	case fi.Size() == 0:
 		return fmt.Errorf("%w (the file is now empty)", ErrFileChanged)
+	case links(fi) > 1:
+		return linksError(s.real, links(fi))
 	}
 	return nil
 }
@@ -423,7 +427,7 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	switch err := res.err; {
 	case errors.Is(err, sql.ErrNoRows):
 		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
-	case errors.Is(err, ErrFileChanged):
+	case errors.Is(err, ErrFileChanged), errors.Is(err, ErrSecondPath):
 		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d in %q: %w: %w", l.Name, l.Token, s.path, err, elector.ErrLeaseLost)
 	case err != nil:
 		return elector.Lease{}, s.opError("renew", l.Name, err)
@@ -701,6 +705,7 @@ func (s *Store) Close() error {
 			errs = append(errs, lc.close())
 		}
 		errs = append(errs, s.db.Close())
+		s.hold.release() // after SQLite's connections: see identity_linux.go
 		if clearErr != nil {
 			errs = append(errs, clearErr) // and the lock stays: the leases' jobs may still run
 		} else {

@@ -1,0 +1,246 @@
+//go:build linux
+
+package sqlitelease
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// One file, one path. SQLite names the -wal and -shm files after the path it
+// opens, so two paths to one inode give the file two logs. A second name in
+// the file's directory or another (a hard link) shows in the link count; a
+// bind mount of the file alone does not. So each Store also holds a read
+// lock (F_OFD_SETLK) on the database file itself, at a byte that stands for
+// the directory and name it reaches the file through (pathByte), and tests
+// (F_OFD_GETLK) that no lock of another Store is on any other byte of the
+// range. Stores that come through one directory share their byte, as read
+// locks do. The range, [2^62, 2^62+2^61), is far above the bytes that
+// SQLite locks (512 from PENDING_BYTE, 0x40000000); a test and a lock of
+// two Stores that open at once cross, so that at least one sees the other.
+//
+// Closing any descriptor of a file drops every POSIX lock the process holds
+// on it, SQLite's own included, so the descriptors of database files are
+// kept in one table per process (dbFiles) and closed only once no Store of
+// the process has the file open.
+const (
+	pathBytes     = 1 << 62
+	pathByteRange = 1 << 61
+)
+
+// fileKey identifies a file: its device and inode.
+type fileKey struct{ dev, ino uint64 }
+
+// dbFile is a database file that Stores of this process have open.
+type dbFile struct {
+	stores int                 // Stores that hold it (or are opening it)
+	paths  map[int64]*pathLock // by the byte of the path they came through
+	extra  []int               // descriptors opened for a path that had one, closed with the others
+}
+
+// pathLock is the descriptor, and the read lock on its path's byte, of the
+// Stores that come through one path.
+type pathLock struct {
+	fd     int
+	stores int // the lock is held while this is above 0
+}
+
+// fileTable is this process's table of database files.
+type fileTable struct {
+	mu sync.Mutex
+	m  map[fileKey]*dbFile
+}
+
+var dbFiles = fileTable{m: make(map[fileKey]*dbFile)}
+
+// fileHold is a Store's hold on its database file.
+type fileHold struct {
+	key fileKey
+	at  int64 // the byte of the path it came through
+}
+
+// holdFile opens the database file at real, the path with every symbolic
+// link resolved, creating it with mode 0600 if it does not exist, and holds
+// it for a Store: it refuses (ErrSecondPath) a file with a second name or
+// that another Store holds through another path. path is for errors.
+func holdFile(path, real string) (*fileHold, error) {
+	var dir unix.Stat_t
+	if err := unix.Stat(filepath.Dir(real), &dir); err != nil {
+		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	at := pathByte(dir, filepath.Base(real))
+
+	dbFiles.mu.Lock()
+	defer dbFiles.mu.Unlock()
+	h, fd, err := dbFiles.hold(real, at)
+	if err != nil {
+		return nil, createError(path, err)
+	}
+	if err := h.check(path, real, fd); err != nil {
+		dbFiles.release(h)
+		return nil, err
+	}
+	return h, nil
+}
+
+// check refuses a file that is not a regular file, has a second name, or
+// has a lock of a Store that came through another path.
+func (h *fileHold) check(path, real string, fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("sqlitelease: open %q: %w", path, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("sqlitelease: open %q: %q is not a regular file (mode %#o)", path, real, st.Mode)
+	case st.Nlink > 1:
+		return fmt.Errorf("sqlitelease: open %q: %w", path, linksError(real, uint64(st.Nlink)))
+	}
+	for _, r := range [][2]int64{{pathBytes, h.at}, {h.at + 1, pathBytes + pathByteRange}} {
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: r[0], Len: r[1] - r[0]}
+		if lk.Len == 0 {
+			continue
+		}
+		if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk); err != nil {
+			return fmt.Errorf("sqlitelease: open %q: test the locks on the database file: %w", path, err)
+		}
+		if lk.Type != unix.F_UNLCK {
+			return fmt.Errorf("sqlitelease: open %q: another Store has the file open through another directory or name "+
+				"(a bind mount of the file alone, as docker run -v /host/app.db:/data/app.db makes, or a file moved elsewhere "+
+				"while a process had it open), and SQLite keeps a write-ahead log next to each: %w", path, ErrSecondPath)
+		}
+	}
+	return nil
+}
+
+// hold returns a hold on the file at real for the path byte at, and the
+// descriptor of that path, with the lock on its byte. It reuses the
+// descriptor of a Store that came the same way, and otherwise opens one,
+// creating the file if needed. The caller holds t.mu.
+func (t *fileTable) hold(real string, at int64) (*fileHold, int, error) {
+	var p *pathLock
+	var st unix.Stat_t
+	if unix.Stat(real, &st) == nil {
+		key := fileKey{uint64(st.Dev), st.Ino}
+		if f := t.m[key]; f != nil {
+			p = f.paths[at]
+		}
+	}
+	if p == nil {
+		fd, err := openDB(real)
+		if err != nil {
+			return nil, -1, err
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			_ = unix.Close(fd) // of no Store of this process, or the stat above would have found it
+			return nil, -1, err
+		}
+		key := fileKey{uint64(st.Dev), st.Ino}
+		f := t.m[key]
+		if f == nil {
+			f = &dbFile{paths: make(map[int64]*pathLock)}
+			t.m[key] = f
+		}
+		if p = f.paths[at]; p == nil {
+			p = &pathLock{fd: fd}
+			f.paths[at] = p
+		} else {
+			// The path came to name this file after the stat above: keep
+			// the descriptor, whose close would drop the locks of its Stores.
+			f.extra = append(f.extra, fd)
+		}
+	}
+	h := &fileHold{fileKey{uint64(st.Dev), st.Ino}, at}
+	f := t.m[h.key]
+	f.stores++
+	if p.stores == 0 {
+		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart, Start: at, Len: 1}
+		if err := unix.FcntlFlock(uintptr(p.fd), unix.F_OFD_SETLK, &lk); err != nil {
+			f.stores--
+			t.closeUnused(h.key)
+			return nil, -1, fmt.Errorf("lock the database file (the filesystem must support open file description locks): %w", err)
+		}
+	}
+	p.stores++
+	return h, p.fd, nil
+}
+
+// openDB opens the database file at path, creating it with mode 0600.
+func openDB(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// pathByte returns the byte that stands for the name base in the directory
+// dir: the same for every path through the directory (a bind mount of it
+// included), another for another directory or name.
+func pathByte(dir unix.Stat_t, base string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d:%d/%s", dir.Dev, dir.Ino, base)
+	return pathBytes + int64(h.Sum64()%pathByteRange)
+}
+
+// release ends the hold; it is safe on a nil hold.
+func (h *fileHold) release() {
+	if h == nil {
+		return
+	}
+	dbFiles.mu.Lock()
+	defer dbFiles.mu.Unlock()
+	dbFiles.release(h)
+}
+
+// release ends h: the last Store of a path drops its lock, and the last
+// Store of the file closes its descriptors. The caller holds t.mu.
+func (t *fileTable) release(h *fileHold) {
+	f := t.m[h.key]
+	p := f.paths[h.at]
+	if p.stores--; p.stores == 0 {
+		lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: io.SeekStart, Start: h.at, Len: 1}
+		_ = unix.FcntlFlock(uintptr(p.fd), unix.F_OFD_SETLK, &lk)
+	}
+	f.stores--
+	t.closeUnused(h.key)
+}
+
+// closeUnused closes the descriptors of the file key once no Store holds
+// it. The caller holds t.mu.
+func (t *fileTable) closeUnused(key fileKey) {
+	f := t.m[key]
+	if f.stores > 0 {
+		return
+	}
+	for _, p := range f.paths {
+		_ = unix.Close(p.fd)
+	}
+	for _, fd := range f.extra {
+		_ = unix.Close(fd)
+	}
+	delete(t.m, key)
+}
+
+// is reports whether fi is the file the hold is on.
+func (h *fileHold) is(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fileKey{uint64(st.Dev), st.Ino} == h.key
+}
+
+// links returns the link count of fi.
+func links(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}

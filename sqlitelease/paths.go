@@ -1,0 +1,110 @@
+package sqlitelease
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// ErrSecondPath is returned by [Open], and by the writes of a [Store], for
+// a database file that has a second name (a hard link) or that another
+// Store has open through another directory (a bind mount of the file
+// alone): SQLite keeps a write-ahead log next to each path, so the two
+// would be two databases in one file. The error of a Renew or a fenced
+// write also matches [elector.ErrLeaseLost].
+var ErrSecondPath = errors.New("the database file is reachable through a second path; " +
+	"mount or share the directory that holds it, not the file, and give it one name")
+
+// maxPath is the longest path SQLite opens a database at: its maximum path
+// (MAX_PATHNAME in os_unix.c, 512 bytes) less the "-journal" suffix, which
+// it checks room for when it opens the file.
+const maxPath = 512 - len("-journal")
+
+// maxSymlinks is how many symbolic links resolvePath follows, as Linux does.
+const maxSymlinks = 40
+
+// resolvePath returns abs with every symbolic link resolved, the last one
+// included even if it dangles: the path at which SQLite keeps the file's
+// -wal and -shm files, and at which Open creates the file. It refuses, for
+// Open(path), a directory on the way that does not exist or is not one.
+func resolvePath(path, abs string) (string, error) {
+	for range maxSymlinks {
+		dir := filepath.Dir(abs)
+		if err := checkDir(path, dir); err != nil {
+			return "", err
+		}
+		dir, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
+		}
+		p := filepath.Join(dir, filepath.Base(abs))
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p, nil // a missing file is created here; SQLite reports other errors
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		abs = target
+	}
+	return "", fmt.Errorf("sqlitelease: open %q: more than %d symbolic links: %w", path, maxSymlinks, syscall.ELOOP)
+}
+
+// checkDir refuses, for Open(path), a directory dir that does not exist or
+// is not one.
+func checkDir(path, dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("sqlitelease: open %q: the directory %q does not exist: %w", path, dir, err)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("sqlitelease: open %q: a parent of %q is not a directory: %w", path, dir, err)
+	case err != nil:
+		return fmt.Errorf("sqlitelease: open %q: directory %q: %w", path, dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("sqlitelease: open %q: %q is not a directory", path, dir)
+	}
+	return nil
+}
+
+// checkLength refuses, for Open(path), a file whose path real (with its
+// symbolic links resolved) is too long for SQLite.
+func checkLength(path, real string) error {
+	if len(real) <= maxPath {
+		return nil
+	}
+	resolved := ""
+	if real != path {
+		resolved = fmt.Sprintf(" (as %q)", real)
+	}
+	return fmt.Errorf("sqlitelease: open %q: the path%s is %d bytes long, over SQLite's limit of %d "+
+		"(its 512-byte maximum path less the 8 of the -journal suffix): move the file to a directory with a shorter path",
+		path, resolved, len(real), maxPath)
+}
+
+// linksError is the error for a database file at real with n names.
+func linksError(real string, n uint64) error {
+	return fmt.Errorf("the file has %d names (hard links; find them with find / -xdev -samefile %q), "+
+		"and SQLite keeps a write-ahead log next to each: %w", n, real, ErrSecondPath)
+}
+
+// createError names the path and the cause of an error opening or creating
+// the database file.
+func createError(path string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("sqlitelease: open %q: the file or its directory is not writable: %w", path, err)
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Errorf("sqlitelease: open %q: the path is a directory: %w", path, err)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("sqlitelease: open %q: the filesystem is read-only: %w", path, err)
+	}
+	return fmt.Errorf("sqlitelease: open %q: %w", path, err)
+}

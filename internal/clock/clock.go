@@ -19,8 +19,13 @@ var (
 // started (on Linux, CLOCK_BOOTTIME minus CLOCK_MONOTONIC). Compare its
 // readings only with each other (Sub, Before, After); never with time.Now.
 // Inside a testing/synctest bubble it runs on the bubble's fake time.
-func Now() time.Time {
-	return time.Now().Add(sleptSinceStart() + time.Duration(suspended.Load()))
+func Now() time.Time { return time.Now().Add(Suspended()) }
+
+// Suspended returns how long the machine has spent suspended since the
+// process started: what [Now] adds to Go's monotonic clock. It changes only
+// across a suspend, so a change is a resume.
+func Suspended() time.Duration {
+	return sleptSinceStart() + time.Duration(suspended.Load())
 }
 
 // Since returns the elapsed time since t, a reading of [Now].

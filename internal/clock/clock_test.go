@@ -40,3 +40,15 @@ func BenchmarkNow(b *testing.B) {
 		Now()
 	}
 }
+
+func TestSuspendedChangesOnlyOnSuspend(t *testing.T) {
+	s0 := Suspended()
+	if s := Suspended(); s != s0 {
+		t.Fatalf("Suspended changed from %v to %v with no suspend", s0, s)
+	}
+	Suspend(time.Minute)
+	defer Suspend(-time.Minute)
+	if d := Suspended() - s0; d != time.Minute {
+		t.Fatalf("Suspended grew by %v on a simulated 1m suspend, want 1m", d)
+	}
+}

@@ -1,0 +1,116 @@
+package elector_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
+)
+
+// resumeBound is how soon after a resume a term must have acted on it: well
+// under the 100 ms tick of the jobs in the suspend tests, and far under a
+// RenewInterval.
+const resumeBound = 100 * time.Millisecond
+
+// suspend simulates a suspend of the machine for d, undone when the test ends.
+func suspend(t *testing.T, d time.Duration) {
+	clock.Suspend(d)
+	t.Cleanup(func() { clock.Suspend(-d) })
+}
+
+// campaignCfg wins a term with cfg that the test resigns when it ends,
+// whatever the outcome.
+func campaignCfg(t *testing.T, s elector.Store, cfg elector.Config) elector.Term {
+	term := campaign(t, newElector(t, s, "a", cfg))
+	t.Cleanup(func() { assert.NoError(t, term.Resign(context.Background())) })
+	return term
+}
+
+func trustOf(term elector.Term) time.Duration {
+	return term.(interface{ TrustRemaining() time.Duration }).TrustRemaining()
+}
+
+// TestSuspendEndsTermAtOnce: after a suspend past the trust window, the term
+// ends within resumeBound, not when its renewal timer (which the suspend
+// delayed) fires RenewInterval later.
+func TestSuspendEndsTermAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		term := campaignCfg(t, s, elector.Config{})
+		time.Sleep(time.Second)
+		suspend(t, time.Minute)
+		time.Sleep(resumeBound)
+		synctest.Wait()
+		select {
+		case <-term.Done():
+		default:
+			t.Fatalf("the term is still open %v after a resume past its trust window", resumeBound)
+		}
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+		assert.Zero(t, s.renews.Load(), "no renewal after the trust window closed during the suspend")
+	})
+}
+
+// TestShortSuspendRenewsAtOnce: a suspend that leaves the term less trust
+// than its renewal timer's delay (due at 5 s of Go's clock, that is 15 s of
+// the elapsed one, past the trust window at 13.5 s) renews at once on
+// resume instead of letting the term run out.
+func TestShortSuspendRenewsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &countingStore{Store: elector.NewMemoryStore()}
+		term := campaignCfg(t, s, elector.Config{})
+		time.Sleep(time.Second)
+		suspend(t, 10*time.Second) // 2.5 s of trust left
+		time.Sleep(resumeBound)
+		synctest.Wait()
+		require.EqualValues(t, 1, s.renews.Load(), "the renewal due during the suspend runs on resume")
+		assert.Greater(t, trustOf(term), 13*time.Second)
+		time.Sleep(time.Minute)
+		require.NoError(t, term.Err(), "the term ran out after a suspend shorter than its trust window")
+	})
+}
+
+// TestSuspendDuringRenewalEndsTermAtOnce: a renewal stuck in the store when
+// the machine suspends past the trust window does not keep the term open
+// after the resume.
+func TestSuspendDuringRenewalEndsTermAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stuckStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		s.stuck.Store(1)
+		term := campaignCfg(t, s, elector.Config{})
+		time.Sleep(6 * time.Second) // the renewal at 5 s hangs
+		suspend(t, time.Minute)
+		time.Sleep(resumeBound)
+		synctest.Wait()
+		select {
+		case <-term.Done():
+		default:
+			t.Fatalf("the term is still open %v after a resume past its trust window", resumeBound)
+		}
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+	})
+}
+
+// TestShortSuspendDuringRenewalEndsTermOnTime: a renewal stuck in the store
+// through a suspend that leaves trust ends the term when the trust window
+// closes on the elapsed clock (13.5 s after the acquire, 8.5 s of Go's
+// clock), not the suspend's length later.
+func TestShortSuspendDuringRenewalEndsTermOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stuckStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		s.stuck.Store(10)
+		start := time.Now()
+		term := campaignCfg(t, s, elector.Config{})
+		time.Sleep(6 * time.Second) // the renewal at 5 s hangs
+		suspend(t, 5*time.Second)
+		<-term.Done()
+		assert.Equal(t, 8500*time.Millisecond, time.Since(start).Round(resumeBound))
+		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+	})
+}

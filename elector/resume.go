@@ -8,27 +8,36 @@ import (
 	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
-// resumeCheckEvery is how often a resumeWatch reads clock.Suspended: the
-// longest a term goes on after a resume before it acts on it.
-const resumeCheckEvery = 25 * time.Millisecond
-
 // A resumeWatch tells the terms held through one Store that the machine has
 // resumed from a suspend. Go's timers stop during a suspend, so a term's
 // renewal and expiry timers fire late by the suspend's length, while its
-// trust window (clock.Now) counts it. One goroutine per Store with held
-// terms reads clock.Suspended every resumeCheckEvery (a cheap check, one for
-// all the Store's terms) and, when it has changed, calls every term's
-// resumed. The goroutine starts with the Store's first term and ends with
-// its last, whose renew goroutine waits for it. It is per Store, not per
-// process, so that the terms of one synctest bubble (tests give each bubble
+// trust window (clock.Now) counts it.
+//
+// How it works: one goroutine per Store with held terms waits on a
+// clock.Waker (a CLOCK_BOOTTIME timerfd in production) set to the earliest
+// instant by which some term's renewal timer must have fired (its late
+// instant: the next renewal plus RenewInterval, or the end of the trust
+// window if sooner). Without a suspend, every term renews before its late
+// instant, so the Waker fires about once per RenewInterval; a suspend that
+// passes it fires it on the resume. On every wake the goroutine reads
+// clock.Suspended, and when it has changed it calls every term's resumed;
+// then it sets the Waker again. It starts with the Store's first term and
+// ends with its last, whose renew goroutine waits for it. It is per Store,
+// not per process, so that the terms of one synctest bubble (each test has
 // its own Store) are served by a goroutine of that bubble: a bubble must not
-// touch another's channels and timers, and a goroutine blocked on a file (a
-// timerfd) would stop its fake clock.
+// touch another's channels and timers.
 type resumeWatch struct {
-	terms map[*leaseTerm]struct{} // guarded by resumeWatches.mu
-	stop  chan struct{}           // closed when the last term leaves
-	done  chan struct{}           // closed when run returns
+	waker *clock.Waker
+	done  chan struct{} // closed when run returns
+
+	// Guarded by resumeWatches.mu:
+	terms map[*leaseTerm]struct{}
+	set   time.Time // the Waker's deadline
 }
+
+// resumeRecheck is the least time between two wakes of a resumeWatch, so a
+// term late for another reason (a slow renewal) wakes it only this often.
+const resumeRecheck = 100 * time.Millisecond
 
 var resumeWatches struct {
 	mu sync.Mutex
@@ -43,27 +52,32 @@ func watchResumes(t *leaseTerm) (leave func()) {
 	if reflect.ValueOf(t.store).Comparable() {
 		key = t.store
 	}
+	late := t.lateAt()
 	resumeWatches.mu.Lock()
 	defer resumeWatches.mu.Unlock()
 	w := resumeWatches.m[key]
 	if w == nil {
-		w = &resumeWatch{terms: map[*leaseTerm]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+		w = &resumeWatch{waker: clock.NewWaker(), done: make(chan struct{}), terms: map[*leaseTerm]struct{}{}}
 		if resumeWatches.m == nil {
 			resumeWatches.m = map[any]*resumeWatch{}
 		}
 		resumeWatches.m[key] = w
-		// Read before t's renewal timer is armed, so that a suspend after
-		// it shows as a change; the timer counts any before.
+		// Read before t's renewal timer is armed: that timer counts an
+		// earlier suspend, and a later one shows as a change.
 		go w.run(clock.Suspended())
 	}
 	w.terms[t] = struct{}{}
+	if w.set.IsZero() || late.Before(w.set) {
+		w.set = late
+		w.waker.Set(late)
+	}
 	return func() {
 		resumeWatches.mu.Lock()
 		delete(w.terms, t)
 		last := len(w.terms) == 0
 		if last {
 			delete(resumeWatches.m, key)
-			close(w.stop)
+			w.waker.Stop()
 		}
 		resumeWatches.mu.Unlock()
 		if last {
@@ -73,23 +87,17 @@ func watchResumes(t *leaseTerm) (leave func()) {
 }
 
 // run calls resumed on every term of w each time clock.Suspended has
-// changed, until w.stop is closed. slept is its reading when w started.
+// changed, until the Waker stops. slept is its reading when w started.
 func (w *resumeWatch) run(slept time.Duration) {
 	defer close(w.done)
-	tick := time.NewTicker(resumeCheckEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-tick.C:
-		}
+	for w.waker.Wait() {
 		if s := clock.Suspended(); s != slept {
 			slept = s
 			for _, t := range w.held() {
 				t.resumed()
 			}
 		}
+		w.setNext()
 	}
 }
 
@@ -102,4 +110,23 @@ func (w *resumeWatch) held() []*leaseTerm {
 		terms = append(terms, t)
 	}
 	return terms
+}
+
+// setNext sets the Waker to the earliest late instant of w's terms, or
+// resumeRecheck from now if that is sooner. A term's late instant only moves
+// forward, so one that a term sets later never comes before it.
+func (w *resumeWatch) setNext() {
+	resumeWatches.mu.Lock()
+	defer resumeWatches.mu.Unlock()
+	var next time.Time
+	for t := range w.terms {
+		if late := t.lateAt(); next.IsZero() || late.Before(next) {
+			next = late
+		}
+	}
+	if floor := clock.Now().Add(resumeRecheck); next.Before(floor) {
+		next = floor
+	}
+	w.set = next
+	w.waker.Set(next)
 }

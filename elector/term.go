@@ -35,6 +35,7 @@ type leaseTerm struct {
 	trustUntil time.Time // a reading of clock.Now; updated likewise
 	err        error     // set once, when done is closed
 	renewing   bool      // a renewal is in the store; expiry is armed
+	late       time.Time // a reading of clock.Now by which, but for a suspend, the renewal timer has fired
 
 	resignMu sync.Mutex // serializes Resign and Abandon
 	settled  bool       // released, or abandoned; guarded by resignMu
@@ -62,6 +63,7 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 		}
 	})
 	t.expiry.Stop()
+	t.scheduled(acquireStart.Add(t.renewEvery), t.trustUntil)
 	leave := watchResumes(t)
 	go t.renew(ctx, acquireStart, leave)
 	return t
@@ -126,6 +128,25 @@ func (t *leaseTerm) resumed() {
 	case t.wake <- struct{}{}:
 	default:
 	}
+}
+
+// scheduled records that the renewal timer fires at next, by the trust
+// window's end, for the resumeWatch: it finds the timer late (delayed by a
+// suspend) a RenewInterval after that.
+func (t *leaseTerm) scheduled(next, trustUntil time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.late = next.Add(t.renewEvery)
+	if trustUntil.Before(t.late) {
+		t.late = trustUntil
+	}
+}
+
+// lateAt returns the instant scheduled recorded.
+func (t *leaseTerm) lateAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.late
 }
 
 // setRenewing records whether a renewal is in the store, arming the expiry
@@ -258,6 +279,7 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time, leave fun
 		if trustUntil.Before(next) {
 			next = trustUntil
 		}
+		t.scheduled(next, trustUntil)
 		timer.Reset(next.Sub(end))
 	}
 }

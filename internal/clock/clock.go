@@ -19,13 +19,16 @@ var (
 // started (on Linux, CLOCK_BOOTTIME minus CLOCK_MONOTONIC). Compare its
 // readings only with each other (Sub, Before, After); never with time.Now.
 // Inside a testing/synctest bubble it runs on the bubble's fake time.
-func Now() time.Time { return time.Now().Add(Suspended()) }
+func Now() time.Time {
+	return time.Now().Add(sleptSinceStart(false) + time.Duration(suspended.Load()))
+}
 
 // Suspended returns how long the machine has spent suspended since the
-// process started: what [Now] adds to Go's monotonic clock. It changes only
-// across a suspend, so a change is a resume.
+// process started: what [Now] adds to Go's monotonic clock, read afresh (the
+// readings of Now that follow see it too). It changes only across a
+// suspend, so a change is a resume.
 func Suspended() time.Duration {
-	return sleptSinceStart() + time.Duration(suspended.Load())
+	return sleptSinceStart(true) + time.Duration(suspended.Load())
 }
 
 // Since returns the elapsed time since t, a reading of [Now].
@@ -46,5 +49,10 @@ func Step(d time.Duration) { wallStep.Add(int64(d)) }
 
 // Suspend advances the elapsed-time clock of this process by d without
 // moving Go's monotonic clock, as a suspend of the machine would: timers fire
-// late, readings of [Now] jump. For tests.
-func Suspend(d time.Duration) { suspended.Add(int64(d)) }
+// late, readings of [Now] jump, and every [Waker] wakes, as on a resume.
+// For tests; those in synctest bubbles must not run in parallel with others
+// that use Wakers.
+func Suspend(d time.Duration) {
+	suspended.Add(int64(d))
+	wakeAll()
+}

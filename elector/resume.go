@@ -114,10 +114,14 @@ func (w *resumeWatch) held() []*leaseTerm {
 
 // setNext sets the Waker to the earliest late instant of w's terms, or
 // resumeRecheck from now if that is sooner. A term's late instant only moves
-// forward, so one that a term sets later never comes before it.
+// forward, so one that a term sets later never comes before it. Once the
+// last term has left (and stopped the Waker) it does nothing.
 func (w *resumeWatch) setNext() {
 	resumeWatches.mu.Lock()
 	defer resumeWatches.mu.Unlock()
+	if len(w.terms) == 0 {
+		return
+	}
 	var next time.Time
 	for t := range w.terms {
 		if late := t.lateAt(); next.IsZero() || late.Before(next) {

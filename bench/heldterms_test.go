@@ -3,8 +3,6 @@
 package bench
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -29,28 +27,8 @@ func BenchmarkHeldTerms(b *testing.B) {
 }
 
 func benchHeldTerms(b *testing.B, cfg elector.Config) {
-	ctx := context.Background()
-	s := elector.NewMemoryStore()
 	cfg.Holder = "held"
-	terms := make([]elector.Term, 0, scaleLeases)
-	defer func() {
-		for _, t := range terms {
-			if err := t.Resign(ctx); err != nil {
-				b.Error(err)
-			}
-		}
-	}()
-	for i := range scaleLeases {
-		e, err := elector.New(s, fmt.Sprintf("held/%04d", i), cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t, err := e.Campaign(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		terms = append(terms, t)
-	}
+	holdTerms(b, elector.NewMemoryStore(), "held", cfg)
 	const window = 2 * time.Second
 	var cpu time.Duration
 	for b.Loop() {

@@ -32,6 +32,21 @@ func campaignCfg(t *testing.T, s elector.Store, cfg elector.Config) elector.Term
 	return term
 }
 
+// requireEndsOnLongSuspend simulates a suspend past term's trust window and
+// checks that the term has expired resumeBound later.
+func requireEndsOnLongSuspend(t *testing.T, term elector.Term) {
+	t.Helper()
+	suspend(t, time.Minute)
+	time.Sleep(resumeBound)
+	synctest.Wait()
+	select {
+	case <-term.Done():
+	default:
+		t.Fatalf("the term is still open %v after a resume past its trust window", resumeBound)
+	}
+	require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+}
+
 func trustOf(term elector.Term) time.Duration {
 	return term.(interface{ TrustRemaining() time.Duration }).TrustRemaining()
 }
@@ -44,15 +59,7 @@ func TestSuspendEndsTermAtOnce(t *testing.T) {
 		s := &countingStore{Store: elector.NewMemoryStore()}
 		term := campaignCfg(t, s, elector.Config{})
 		time.Sleep(time.Second)
-		suspend(t, time.Minute)
-		time.Sleep(resumeBound)
-		synctest.Wait()
-		select {
-		case <-term.Done():
-		default:
-			t.Fatalf("the term is still open %v after a resume past its trust window", resumeBound)
-		}
-		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+		requireEndsOnLongSuspend(t, term)
 		assert.Zero(t, s.renews.Load(), "no renewal after the trust window closed during the suspend")
 	})
 }
@@ -85,15 +92,7 @@ func TestSuspendDuringRenewalEndsTermAtOnce(t *testing.T) {
 		s.stuck.Store(1)
 		term := campaignCfg(t, s, elector.Config{})
 		time.Sleep(6 * time.Second) // the renewal at 5 s hangs
-		suspend(t, time.Minute)
-		time.Sleep(resumeBound)
-		synctest.Wait()
-		select {
-		case <-term.Done():
-		default:
-			t.Fatalf("the term is still open %v after a resume past its trust window", resumeBound)
-		}
-		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
+		requireEndsOnLongSuspend(t, term)
 	})
 }
 

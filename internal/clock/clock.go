@@ -1,7 +1,8 @@
 // Package clock reads the two clocks leaderaware uses: an elapsed-time clock
 // that keeps counting while the machine is suspended, for trust windows and
-// watches, and the wall clock, for display and token floors only. It is the
-// one seam through which tests step the wall clock and simulate a suspend.
+// watches, and the wall clock, for display and token floors only; a [Waker]
+// waits for a deadline on the elapsed clock. It is the one seam through which
+// tests step the wall clock and simulate a suspend.
 package clock
 
 import (

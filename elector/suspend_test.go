@@ -2,6 +2,9 @@ package elector_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -112,4 +115,31 @@ func TestShortSuspendDuringRenewalEndsTermOnTime(t *testing.T) {
 		assert.Equal(t, 8500*time.Millisecond, time.Since(start).Round(resumeBound))
 		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)
 	})
+}
+
+// TestTermsOfOneStoreShareOneResumeWatch: the terms held through one Store
+// add one goroutine between them, not one each, and it ends with the last.
+func TestTermsOfOneStoreShareOneResumeWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore()
+		var terms []elector.Term
+		for i := range 10 {
+			e, err := elector.New(s, fmt.Sprintf("job%d", i), fast)
+			require.NoError(t, err)
+			terms = append(terms, campaign(t, e))
+		}
+		synctest.Wait()
+		assert.Equal(t, 1, goroutinesIn("elector.(*resumeWatch).run("))
+		assert.Equal(t, 10, goroutinesIn("elector.(*leaseTerm).renew("))
+		for _, term := range terms {
+			require.NoError(t, term.Resign(t.Context()))
+		}
+		assert.Zero(t, goroutinesIn("elector.(*resumeWatch).run("), "after the last Resign")
+	})
+}
+
+// goroutinesIn counts the goroutines whose stack has a frame of fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), fn)
 }

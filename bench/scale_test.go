@@ -121,28 +121,9 @@ func benchSweep(b *testing.B, s elector.Store) {
 // benchElectors runs scaleLeases LeaseElectors on s, each holding a term,
 // and measures the CPU per renewal while they renew.
 func benchElectors(b *testing.B, s elector.Store) {
-	ctx := context.Background()
 	c := &renewCounter{Store: s}
 	cfg := elector.Config{TTL: 3 * time.Second, RenewInterval: time.Second, Holder: "scale"}
-	terms := make([]elector.Term, 0, scaleLeases)
-	defer func() {
-		for _, t := range terms {
-			if err := t.Resign(ctx); err != nil {
-				b.Error(err)
-			}
-		}
-	}()
-	for i := range scaleLeases {
-		e, err := elector.New(c, fmt.Sprintf("scale/%04d", i), cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t, err := e.Campaign(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		terms = append(terms, t)
-	}
+	terms := holdTerms(b, c, "scale", cfg)
 	var cpu time.Duration
 	var renewals int64
 	for b.Loop() {
@@ -164,6 +145,32 @@ func benchElectors(b *testing.B, s elector.Store) {
 	b.ReportMetric(0, "ns/op")
 	reportCPU(b, cpu*scaleLeases/time.Duration(renewals))
 	b.ReportMetric(float64(renewals)/float64(b.N), "renewals/op")
+}
+
+// holdTerms campaigns for scaleLeases leases named prefix/NNNN on s with
+// cfg and returns the terms won, which it resigns when b ends.
+func holdTerms(b *testing.B, s elector.Store, prefix string, cfg elector.Config) []elector.Term {
+	ctx := context.Background()
+	terms := make([]elector.Term, 0, scaleLeases)
+	b.Cleanup(func() {
+		for _, t := range terms {
+			if err := t.Resign(ctx); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	for i := range scaleLeases {
+		e, err := elector.New(s, fmt.Sprintf("%s/%04d", prefix, i), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, err := e.Campaign(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		terms = append(terms, t)
+	}
+	return terms
 }
 
 // reportCPU reports the CPU time of one renewal of scaleLeases leases.

@@ -49,9 +49,12 @@ type Term interface {
 
 // LeaseElector is an [Elector] for one lease name in one [Store]. Each
 // LeaseElector is one candidate (one holder name). It holds no goroutine of
-// its own: Campaign runs on the caller's goroutine, and each [Term] runs one
-// goroutine that renews its lease until the term ends. A LeaseElector is safe
-// for concurrent use, but a candidate normally campaigns once at a time.
+// its own: Campaign runs on the caller's goroutine, each [Term] runs one
+// goroutine that renews its lease until the term ends, and the terms held
+// through one Store share one more, which ends a term at once when the
+// machine resumes from a suspend past its trust window (Go's timers do not
+// count suspend). A LeaseElector is safe for concurrent use, but a candidate
+// normally campaigns once at a time.
 type LeaseElector struct {
 	store Store
 	name  string

@@ -168,8 +168,8 @@ func TestTermExpiresBeforeOthersCanAcquire(t *testing.T) {
 
 // TestSuspendEndsTermAtNextWake checks that trust windows count time the
 // machine spent suspended: a holder that wakes from a long suspend ends its
-// term at its next renewal instead of renewing a lease that others may have
-// taken over meanwhile.
+// term (at once: see TestSuspendEndsTermAtOnce) instead of renewing a lease
+// that others may have taken over meanwhile.
 func TestSuspendEndsTermAtNextWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &countingStore{Store: elector.NewMemoryStore()}

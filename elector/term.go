@@ -12,6 +12,8 @@ import (
 
 // leaseTerm is the [Term] of a [LeaseElector]. One goroutine (renew) keeps
 // the lease alive until the term ends; Resign stops it and waits for it.
+// The Store's resumeWatch calls resumed after a suspend, which Go's timers
+// do not count.
 type leaseTerm struct {
 	elector     *LeaseElector // for its observer
 	store       Store
@@ -22,11 +24,18 @@ type leaseTerm struct {
 	done        chan struct{} // closed by end
 	stopRenew   context.CancelFunc
 	renewExited chan struct{} // closed when the renew goroutine returns
+	wake        chan struct{} // resumed asks the renew goroutine to re-arm its timer
+	// expiry closes the trust window on time even if the store does not
+	// return when a renewal's context ends. It is armed only during store
+	// calls (renewing); one timer serves them all.
+	expiry *time.Timer
 
 	mu         sync.Mutex
 	lease      Lease     // updated by each successful renewal
 	trustUntil time.Time // a reading of clock.Now; updated likewise
 	err        error     // set once, when done is closed
+	renewing   bool      // a renewal is in the store; expiry is armed
+	late       time.Time // a reading of clock.Now by which, but for a suspend, the renewal timer has fired
 
 	resignMu sync.Mutex // serializes Resign and Abandon
 	settled  bool       // released, or abandoned; guarded by resignMu
@@ -42,12 +51,21 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 		done:        make(chan struct{}),
 		stopRenew:   cancel,
 		renewExited: make(chan struct{}),
+		wake:        make(chan struct{}, 1),
 		lease:       l,
 		trustUntil:  trustedUntil(acquireStart, e.cfg.TTL),
 		token:       l.Token,
 		name:        l.Name,
 	}
-	go t.renew(ctx, acquireStart)
+	t.expiry = time.AfterFunc(time.Hour, func() {
+		if ctx.Err() == nil {
+			t.end(ErrLeaseExpired)
+		}
+	})
+	t.expiry.Stop()
+	t.scheduled(acquireStart.Add(t.renewEvery), t.trustUntil)
+	leave := watchResumes(t)
+	go t.renew(ctx, acquireStart, leave)
 	return t
 }
 
@@ -90,6 +108,58 @@ func (t *leaseTerm) Lease() Lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lease
+}
+
+// resumed acts on a resume from a suspend, which delayed the term's timers:
+// it ends the term if its trust window has closed, re-arms the expiry of a
+// renewal in the store on the elapsed clock, and wakes the renew goroutine
+// to re-arm its timer likewise.
+func (t *leaseTerm) resumed() {
+	t.mu.Lock()
+	left := clock.Until(t.trustUntil)
+	if t.renewing && left > 0 {
+		t.expiry.Reset(left)
+	}
+	t.mu.Unlock()
+	if left <= 0 {
+		t.end(ErrLeaseExpired)
+	}
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// scheduled records that the renewal timer fires at next, by the trust
+// window's end, for the resumeWatch: it finds the timer late (delayed by a
+// suspend) a RenewInterval after that.
+func (t *leaseTerm) scheduled(next, trustUntil time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.late = next.Add(t.renewEvery)
+	if trustUntil.Before(t.late) {
+		t.late = trustUntil
+	}
+}
+
+// lateAt returns the instant scheduled recorded.
+func (t *leaseTerm) lateAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.late
+}
+
+// setRenewing records whether a renewal is in the store, arming the expiry
+// timer for the trust left while it is.
+func (t *leaseTerm) setRenewing(renewing bool, trust time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.renewing = renewing
+	if renewing {
+		t.expiry.Reset(trust)
+	} else {
+		t.expiry.Stop()
+	}
 }
 
 // end ends the term with err unless it has ended already.
@@ -145,29 +215,26 @@ func (t *leaseTerm) Abandon() {
 // or the trust window closes. Renewals start renewEvery after the start of
 // the last successful acquire or renew (the instant the trust window counts
 // from), so however long a store call took, at least two attempts fit in the
-// window; after a failure it retries sooner.
-func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
+// window; after a failure it retries sooner. A wake (after a resume)
+// re-arms the timer, which the suspend delayed. leave leaves the Store's
+// resumeWatch.
+func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time, leave func()) {
 	defer close(t.renewExited)
+	defer leave()
+	defer t.expiry.Stop()
 	retryEvery := max(t.renewEvery/4, time.Millisecond)
 	trustUntil := trustedUntil(acquireStart, t.ttl)
 	next := acquireStart.Add(t.renewEvery)
 	var lastErr error
 	timer := time.NewTimer(clock.Until(next))
 	defer timer.Stop()
-	// expiry closes the trust window on time even if the store does not
-	// return when a renewal's context ends. It is armed only during store
-	// calls; one timer serves them all.
-	expiry := time.AfterFunc(time.Hour, func() {
-		if ctx.Err() == nil {
-			t.end(ErrLeaseExpired)
-		}
-	})
-	expiry.Stop()
-	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-t.wake:
+			timer.Reset(clock.Until(next))
+			continue
 		case <-timer.C:
 		}
 		start := clock.Now()
@@ -180,13 +247,13 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 			return
 		}
 		trust := trustUntil.Sub(start)
-		expiry.Reset(trust)
+		t.setRenewing(true, trust)
 		// One attempt never takes the whole window: a call stuck on a dead
 		// connection leaves time to retry on another.
 		rctx, cancel := context.WithTimeout(ctx, min(t.renewEvery, trust))
 		l, err := t.store.Renew(rctx, t.Lease(), t.ttl)
 		cancel()
-		expiry.Stop()
+		t.setRenewing(false, 0)
 		select {
 		case <-t.done:
 			return // expired (or resigned) while the store had the call
@@ -212,6 +279,7 @@ func (t *leaseTerm) renew(ctx context.Context, acquireStart time.Time) {
 		if trustUntil.Before(next) {
 			next = trustUntil
 		}
+		t.scheduled(next, trustUntil)
 		timer.Reset(next.Sub(end))
 	}
 }

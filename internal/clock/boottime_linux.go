@@ -27,9 +27,12 @@ func slept() time.Duration {
 	return time.Duration(boot.Nano() - mono.Nano()).Round(time.Millisecond)
 }
 
-func sleptSinceStart() time.Duration {
+// sleptSinceStart returns how long the machine has been suspended since
+// the process started: a reading at most a millisecond of running time old,
+// unless fresh.
+func sleptSinceStart(fresh bool) time.Duration {
 	now := int64(time.Since(start))
-	if at := sampledAt.Load(); at != 0 && now >= at && now-at < int64(time.Millisecond) {
+	if at := sampledAt.Load(); !fresh && at != 0 && now >= at && now-at < int64(time.Millisecond) {
 		return time.Duration(sampled.Load())
 	}
 	s := slept() - slept0

@@ -1,7 +1,8 @@
 // Package clock reads the two clocks leaderaware uses: an elapsed-time clock
 // that keeps counting while the machine is suspended, for trust windows and
-// watches, and the wall clock, for display and token floors only. It is the
-// one seam through which tests step the wall clock and simulate a suspend.
+// watches, and the wall clock, for display and token floors only; a [Waker]
+// waits for a deadline on the elapsed clock. It is the one seam through which
+// tests step the wall clock and simulate a suspend.
 package clock
 
 import (
@@ -20,7 +21,15 @@ var (
 // readings only with each other (Sub, Before, After); never with time.Now.
 // Inside a testing/synctest bubble it runs on the bubble's fake time.
 func Now() time.Time {
-	return time.Now().Add(sleptSinceStart() + time.Duration(suspended.Load()))
+	return time.Now().Add(sleptSinceStart(false) + time.Duration(suspended.Load()))
+}
+
+// Suspended returns how long the machine has spent suspended since the
+// process started: what [Now] adds to Go's monotonic clock, read afresh (the
+// readings of Now that follow see it too). It changes only across a
+// suspend, so a change is a resume.
+func Suspended() time.Duration {
+	return sleptSinceStart(true) + time.Duration(suspended.Load())
 }
 
 // Since returns the elapsed time since t, a reading of [Now].
@@ -41,5 +50,10 @@ func Step(d time.Duration) { wallStep.Add(int64(d)) }
 
 // Suspend advances the elapsed-time clock of this process by d without
 // moving Go's monotonic clock, as a suspend of the machine would: timers fire
-// late, readings of [Now] jump. For tests.
-func Suspend(d time.Duration) { suspended.Add(int64(d)) }
+// late, readings of [Now] jump, and every [Waker] wakes, as on a resume.
+// For tests; those in synctest bubbles must not run in parallel with others
+// that use Wakers.
+func Suspend(d time.Duration) {
+	suspended.Add(int64(d))
+	wakeAll()
+}

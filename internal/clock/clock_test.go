@@ -30,7 +30,7 @@ func TestStepMovesWallNotNow(t *testing.T) {
 }
 
 func TestSleptIsSmallAndNonNegative(t *testing.T) {
-	if d := sleptSinceStart(); d < -time.Millisecond || d > time.Hour {
+	if d := sleptSinceStart(true); d < -time.Millisecond || d > time.Hour {
 		t.Fatalf("suspended since start = %v", d)
 	}
 }
@@ -38,5 +38,17 @@ func TestSleptIsSmallAndNonNegative(t *testing.T) {
 func BenchmarkNow(b *testing.B) {
 	for b.Loop() {
 		Now()
+	}
+}
+
+func TestSuspendedChangesOnlyOnSuspend(t *testing.T) {
+	s0 := Suspended()
+	if s := Suspended(); s != s0 {
+		t.Fatalf("Suspended changed from %v to %v with no suspend", s0, s)
+	}
+	Suspend(time.Minute)
+	defer Suspend(-time.Minute)
+	if d := Suspended() - s0; d != time.Minute {
+		t.Fatalf("Suspended grew by %v on a simulated 1m suspend, want 1m", d)
 	}
 }

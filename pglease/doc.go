@@ -20,7 +20,9 @@
 // transaction-level advisory lock. When the table is already current, Open
 // only reads the version, so the runtime role needs no DDL privilege. A table
 // from a newer pglease is refused with [ErrSchemaTooNew]; a lease table that
-// was dropped while its version record stayed is refused too.
+// was dropped while its version record stayed is refused too, and so is a
+// table without the lease columns (an application's table, or another
+// store's version table, named by [WithTable]).
 //
 // Schema version 1 kept expiry timestamps. Migrating to version 2 keeps
 // every row's holder and token and leaves it held, with the TTL it was last

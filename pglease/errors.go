@@ -60,6 +60,18 @@ func withoutSecrets(err error, secrets ...string) error {
 	return err
 }
 
+// poolerHint adds what to do to an error of pgx's named prepared
+// statements behind a transaction pooler, which gives each transaction
+// whichever server connection is free: the statement a connection
+// prepared is then missing, or already there under the same name.
+func poolerHint(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P05" || pgErr.Code == "26000") {
+		return fmt.Errorf("%w (behind a transaction pooler such as PgBouncer? set default_query_exec_mode=cache_describe in the DSN)", err)
+	}
+	return err
+}
+
 var dsnPasswordRE = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
 
 // parseError reports a DSN that pgx could not parse. It does not wrap pgx's

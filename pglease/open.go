@@ -116,10 +116,19 @@ func withTimeouts(cfg *pgxpool.Config) {
 }
 
 // leaseConfig returns the configuration of the lease pool: cfg's, with
-// leaseConns connections at most and none kept open for their own sake.
+// leaseConns connections at most, none kept open for their own sake, and
+// no named prepared statements. pgx's default mode prepares each statement
+// by name once per connection, which breaks behind a transaction pooler
+// such as PgBouncer (each transaction gets whichever server connection is
+// free: "prepared statement ... already exists"); caching only the
+// descriptions keeps one round trip per statement, for a parse on the
+// server. Other modes the DSN chose (default_query_exec_mode) stay.
 func leaseConfig(cfg *pgxpool.Config) *pgxpool.Config {
 	lc := cfg.Copy()
 	lc.MaxConns, lc.MinConns, lc.MinIdleConns = leaseConns, 0, 0
+	if lc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		lc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
 	return lc
 }
 

@@ -309,7 +309,7 @@ func connectionLost(err error) bool {
 }
 
 func (s *Store) opErr(op, name string, err error) error {
-	err = withoutSecrets(err, s.secrets...)
+	err = poolerHint(withoutSecrets(err, s.secrets...))
 	if s.closed.Load() {
 		return fmt.Errorf("pglease: %s lease %q: %w (%v)", op, name, ErrClosed, err)
 	}

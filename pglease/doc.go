@@ -72,12 +72,15 @@
 // check of a connection idle for a second or more after 2 seconds, unless the
 // DSN sets pool_ping_timeout.
 //
-// Lease operations use no named prepared statements, so a Store works
-// behind a transaction pooler such as PgBouncer in transaction mode (the
-// DSN's default_query_exec_mode, if it sets one, is kept). Your own queries
-// on [Store.Pool], fenced writes included, run in the DSN's mode: behind
-// such a pooler, set default_query_exec_mode=cache_describe (or exec) in
-// it. LISTEN hears nothing there: the listener warns once, at its first
+// A Store works behind a transaction pooler such as PgBouncer in
+// transaction mode. Lease statements use pgx's named prepared statements,
+// its fastest mode, until one fails the way they fail behind such a pooler
+// (a statement missing on the server connection, or there already); the
+// Store then switches its lease connections to pgx's cache_describe mode
+// for good, logs it at Info, and runs the statement again. Your own
+// queries on [Store.Pool], fenced writes included, run in the DSN's mode:
+// behind such a pooler, set default_query_exec_mode=cache_describe (or
+// exec) in it. LISTEN hears nothing there: the listener warns once, at its first
 // keepalive, that it heard not even the notification the store sent it,
 // and candidates in other processes then notice a release at their next
 // poll; point the DSN at the server or a session-mode pool, or use

@@ -60,13 +60,21 @@ func withoutSecrets(err error, secrets ...string) error {
 	return err
 }
 
-// poolerHint adds what to do to an error of pgx's named prepared
-// statements behind a transaction pooler, which gives each transaction
-// whichever server connection is free: the statement a connection
-// prepared is then missing, or already there under the same name.
-func poolerHint(err error) error {
+// isPoolerError reports whether err is what pgx's named prepared statements
+// get behind a transaction pooler, which gives each transaction whichever
+// server connection is free: the statement a connection prepared is
+// missing there (invalid_sql_statement_name), or another client's of the
+// same name is there already (duplicate_prepared_statement).
+func isPoolerError(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P05" || pgErr.Code == "26000") {
+	return errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "42P05")
+}
+
+// poolerHint adds what to do to a transaction pooler's error (see
+// isPoolerError) of a statement on the jobs' pool, which runs in the DSN's
+// mode.
+func poolerHint(err error) error {
+	if isPoolerError(err) {
 		return fmt.Errorf("%w (behind a transaction pooler such as PgBouncer? set default_query_exec_mode=cache_describe in the DSN)", err)
 	}
 	return err

@@ -93,7 +93,11 @@ func (s *Store) pokeAll() {
 // probeListener sends the listener's probe: a notification on the store's
 // channel with an empty payload, from a lease connection.
 func (s *Store) probeListener(ctx context.Context) error {
-	_, err := s.leases.Exec(ctx, `SELECT pg_notify($1, '')`, s.channel)
+	const probe = `SELECT pg_notify($1, '')`
+	_, err := s.leases.Exec(ctx, probe, s.channel)
+	if s.retry(ctx, err, true) {
+		_, err = s.leases.Exec(ctx, probe, s.channel)
+	}
 	return err
 }
 

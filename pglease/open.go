@@ -116,19 +116,10 @@ func withTimeouts(cfg *pgxpool.Config) {
 }
 
 // leaseConfig returns the configuration of the lease pool: cfg's, with
-// leaseConns connections at most, none kept open for their own sake, and
-// no named prepared statements. pgx's default mode prepares each statement
-// by name once per connection, which breaks behind a transaction pooler
-// such as PgBouncer (each transaction gets whichever server connection is
-// free: "prepared statement ... already exists"); caching only the
-// descriptions keeps one round trip per statement, for a parse on the
-// server. Other modes the DSN chose (default_query_exec_mode) stay.
+// leaseConns connections at most and none kept open for their own sake.
 func leaseConfig(cfg *pgxpool.Config) *pgxpool.Config {
 	lc := cfg.Copy()
 	lc.MaxConns, lc.MinConns, lc.MinIdleConns = leaseConns, 0, 0
-	if lc.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
-		lc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-	}
 	return lc
 }
 
@@ -176,6 +167,16 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		listenKeepAlive: listenKeepAlive,
 	}
 	s.prepareSQL()
+	beforeConnect := leaseCfg.BeforeConnect
+	leaseCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		if s.pooled.Load() && cc.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+			cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		}
+		if beforeConnect != nil {
+			return beforeConnect(ctx, cc)
+		}
+		return nil
+	}
 	leases, err := pgxpool.NewWithConfig(ctx, leaseCfg)
 	if err != nil {
 		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
@@ -185,15 +186,23 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		leases.Close()
 		return nil, fmt.Errorf("pglease: connect to %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
-	err = s.checkWritable(ctx)
-	if err == nil {
-		err = s.ensureSchema(ctx)
+	err = s.ready(ctx)
+	if s.usePoolerMode(err) {
+		err = s.ready(ctx)
 	}
 	if err != nil {
 		leases.Close()
 		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
 	return s, nil
+}
+
+// ready checks that the session can write and readies the lease table.
+func (s *Store) ready(ctx context.Context) error {
+	if err := s.checkWritable(ctx); err != nil {
+		return err
+	}
+	return s.ensureSchema(ctx)
 }
 
 // checkWritable refuses a lease connection on which every lease write would

@@ -18,8 +18,10 @@ import (
 // TestBehindTransactionPooler proves that stores work through PgBouncer in
 // transaction mode, which hands each transaction whichever server
 // connection is free: before, the second Open failed with `prepared
-// statement "stmtcache_…" already exists (SQLSTATE 42P05)`. Every lease
-// operation runs, round after round; the store's statements on Pool, in
+// statement "stmtcache_…" already exists (SQLSTATE 42P05)`. Each store
+// switches its lease statements to pgx's cache_describe mode when it first
+// meets such an error, at Open or later, and every lease operation runs,
+// round after round; the store's statements on Pool, in
 // the DSN's mode, fail with an error that names the setting that makes them
 // work; and the listener, which can hear nothing there, says so once at
 // Warn.
@@ -37,6 +39,21 @@ func TestBehindTransactionPooler(t *testing.T) {
 	b.listenKeepAlive = 300 * time.Millisecond
 	_, stop := b.WatchRelease("job")
 	defer stop()
+	assert.True(t, b.pooled.Load(), "b met a's statements at Open")
+
+	// The pooler's one server connection loses the statement a prepared:
+	// a meets the error later, switches, and runs the statement again.
+	_, err = a.Get(testCtx(t), "job")
+	require.ErrorIs(t, err, elector.ErrNoLease)
+	raw, err := pgx.Connect(testCtx(t), dsn)
+	require.NoError(t, err)
+	_, err = raw.Exec(testCtx(t), "DEALLOCATE ALL")
+	require.NoError(t, err)
+	require.NoError(t, raw.Close(testCtx(t)))
+	require.False(t, a.pooled.Load())
+	_, err = a.Get(testCtx(t), "job")
+	require.ErrorIs(t, err, elector.ErrNoLease, "a's Get after its statement was lost")
+	assert.True(t, a.pooled.Load(), "a met its statement gone")
 
 	for round := range 5 {
 		holder, other := a, b

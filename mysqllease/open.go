@@ -52,11 +52,14 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
 	}
 	leaseCfg := cfg.Clone()
-	leaseCfg.InterpolateParams = true
 	withAutocommit(leaseCfg)
+	leaseCfg.InterpolateParams = true
 	leaseConn, err := mysql.NewConnector(leaseCfg)
 	if err != nil { // a collation that interpolation cannot escape safely
-		leaseConn = jobConn
+		leaseCfg.InterpolateParams = false
+		if leaseConn, err = mysql.NewConnector(leaseCfg); err != nil {
+			return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
+		}
 	}
 	leaseDB := sql.OpenDB(leaseConn)
 	leaseDB.SetMaxOpenConns(o.leaseConns)

@@ -195,3 +195,23 @@ func TestOpenRefusesForeignTable(t *testing.T) {
 		assert.False(t, made, "Open made a version table for %s", table)
 	}
 }
+
+// TestLayoutsMatchMigrations proves that layouts, by which Open tells a
+// lease table from another, lists exactly the columns each migration
+// leaves: a migration added without its layout fails here.
+func TestLayoutsMatchMigrations(t *testing.T) {
+	require.Len(t, layouts, len(migrations)+1, "one layout per schema version")
+	schema := freshSchema(t)
+	conn := rawConn(t)
+	table := pgx.Identifier{schema, "layouts"}.Sanitize()
+	_, err := conn.Exec(testCtx(t), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+	for v := 1; v <= SchemaVersion; v++ {
+		_, err := conn.Exec(testCtx(t), fmt.Sprintf(migrations[v-1], table))
+		require.NoError(t, err, "migration %d", v)
+		var cols []string
+		require.NoError(t, conn.QueryRow(testCtx(t), `SELECT ARRAY(SELECT attname::text FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum)`, table).Scan(&cols))
+		assert.ElementsMatch(t, layouts[v], cols, "schema version %d", v)
+	}
+}

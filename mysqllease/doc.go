@@ -83,6 +83,13 @@
 // connections from the caller's pool and keeps them until Close; a reserved
 // connection the server closed is noticed before use and replaced.
 //
+// Each lease statement must commit on its own: Open's lease pool overrides
+// an autocommit=0 in the DSN (an ORM's setting stays on [Store.DB], where
+// fenced writes begin their own transactions), and New refuses a pool
+// whose connections have autocommit off. Both refuse a read-only session
+// (tx_read_only or transaction_read_only) or server (read_only, a
+// replica), on which every campaign would fail.
+//
 // Unless the DSN sets them, Open sets the driver's timeout, readTimeout and
 // writeTimeout ([DefaultDialTimeout], [DefaultReadTimeout],
 // [DefaultWriteTimeout]), so that a dead or silent server fails a call

@@ -34,8 +34,10 @@ const NewTimeout = 30 * time.Second
 // The DSN must name a database. Unless it sets them, Open sets timeout
 // [DefaultDialTimeout], readTimeout [DefaultReadTimeout] and writeTimeout
 // [DefaultWriteTimeout]; raise readTimeout in the DSN if jobs run single
-// statements longer than that on [Store.DB]. Errors name the user, address
-// and database, never the password.
+// statements longer than that on [Store.DB]. The lease connections run
+// with autocommit on whatever the DSN says (an ORM's autocommit=0 stays on
+// [Store.DB]); a read-only session or server is refused. Errors name the
+// user, address and database, never the password.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -50,10 +52,14 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
 	}
 	leaseCfg := cfg.Clone()
+	withAutocommit(leaseCfg)
 	leaseCfg.InterpolateParams = true
 	leaseConn, err := mysql.NewConnector(leaseCfg)
 	if err != nil { // a collation that interpolation cannot escape safely
-		leaseConn = jobConn
+		leaseCfg.InterpolateParams = false
+		if leaseConn, err = mysql.NewConnector(leaseCfg); err != nil {
+			return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
+		}
 	}
 	leaseDB := sql.OpenDB(leaseConn)
 	leaseDB.SetMaxOpenConns(o.leaseConns)
@@ -76,7 +82,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // operations need them) and keeps until Close, so that job queries holding
 // db's other connections cannot starve renewals; count them in db's
 // SetMaxOpenConns. New checks or creates the lease table like [Open],
-// within [NewTimeout]. The DSN's interpolateParams=true saves a round trip
+// within [NewTimeout], and refuses a pool with autocommit off or a
+// read-only session. The DSN's interpolateParams=true saves a round trip
 // per lease statement.
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
@@ -110,7 +117,12 @@ func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o
 	}
 	s.prepareSQL()
 	s.watch.init(s)
-	err := leases.do(ctx, func(q querier) error { return s.ensureSchema(ctx, q) })
+	err := leases.do(ctx, func(q querier) error {
+		if err := checkSession(ctx, q); err != nil {
+			return err
+		}
+		return s.ensureSchema(ctx, q)
+	})
 	if target == "" { // New
 		s.target, target = "database "+s.database, "the database of the *sql.DB given to New"
 	}
@@ -164,6 +176,59 @@ func parseDSN(dsn string) (cfg *mysql.Config, err error) {
 		}
 	}
 	return cfg, nil
+}
+
+// withAutocommit overrides an autocommit setting of the DSN (autocommit=0,
+// a common ORM setting) on the lease connections: each lease statement must
+// commit on its own, or other sessions never see it and its row locks stay.
+// A DSN without one keeps the server's default, which checkSession checks.
+func withAutocommit(cfg *mysql.Config) {
+	for k := range cfg.Params {
+		if strings.EqualFold(k, "autocommit") {
+			cfg.Params[k] = "1"
+		}
+	}
+}
+
+// checkSession refuses a lease connection whose writes would never commit
+// or always fail, before the schema check writes anything: autocommit off,
+// a read-only transaction mode, or a read-only server (a replica).
+// tx_read_only is transaction_read_only in MySQL 8 and MariaDB 11.1.
+func checkSession(ctx context.Context, q querier) error {
+	rows, err := q.QueryContext(ctx, `SHOW SESSION VARIABLES WHERE Variable_name IN
+		('autocommit', 'tx_read_only', 'transaction_read_only', 'read_only', 'super_read_only')`)
+	if err != nil {
+		return fmt.Errorf("read the session settings: %w", err)
+	}
+	defer rows.Close()
+	on := make(map[string]bool)
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return fmt.Errorf("read the session settings: %w", err)
+		}
+		on[strings.ToLower(name)] = value == "ON" || value == "1"
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the session settings: %w", err)
+	}
+	if autocommit, ok := on["autocommit"]; ok && !autocommit {
+		return errors.New("the lease connections have autocommit off (autocommit=0 in the DSN of the *sql.DB given to New, " +
+			"or the server's init_connect), so lease writes would never commit: set autocommit=1 in the DSN, " +
+			"or use Open, which turns autocommit on for its lease connections")
+	}
+	for _, v := range []string{"tx_read_only", "transaction_read_only"} {
+		if on[v] {
+			return fmt.Errorf("the session is read-only (%s is on, in the DSN or the server's defaults), so every lease write would fail: "+
+				"remove %s=1 from the DSN, or connect to a writable server", v, v)
+		}
+	}
+	for _, v := range []string{"read_only", "super_read_only"} {
+		if on[v] {
+			return fmt.Errorf("the server is read-only (%s is on: a replica?), so every lease write would fail: connect to the primary", v)
+		}
+	}
+	return nil
 }
 
 // dsnParams returns the names of the parameters dsn sets, as the driver

@@ -250,3 +250,64 @@ func TestOpenDefaultTable(t *testing.T) {
 	defer s.Close()
 	assert.Equal(t, "`leaderaware_leases`", s.Table())
 }
+
+// TestOpenAutocommitOff: autocommit=0 in the DSN, a common ORM setting,
+// leaves lease writes committed and seen by other sessions: Open turns
+// autocommit on for its lease connections, also when a collation keeps them
+// from interpolating. New, whose connections are the caller's, refuses such
+// a pool rather than lead on writes nobody sees.
+func TestOpenAutocommitOff(t *testing.T) {
+	for _, collation := range []string{"", "big5_chinese_ci"} {
+		t.Run("collation="+collation, func(t *testing.T) {
+			table := freshTable(t)
+			dsn := serverDSN(t, func(c *mysql.Config) {
+				c.Params = map[string]string{"autocommit": "0"}
+				if collation != "" {
+					c.Collation = collation
+				}
+			})
+			a, err := Open(testCtx(t), dsn, WithTable(table))
+			require.NoError(t, err)
+			defer a.Close()
+			l, err := a.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
+			require.NoError(t, err)
+
+			// Uncommitted, the first Open's schema writes would hold the
+			// next Open for the whole readTimeout.
+			ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+			defer cancel()
+			b, err := Open(ctx, testDSN(t), WithTable(table))
+			require.NoError(t, err, "a second Open on the table")
+			defer b.Close()
+			got, err := b.Get(ctx, "job")
+			require.NoError(t, err, "another session sees the lease")
+			assert.Equal(t, l.Token, got.Token)
+
+			db, err := sql.Open("mysql", dsn)
+			require.NoError(t, err)
+			defer db.Close()
+			_, err = New(db, WithTable(table))
+			require.Error(t, err)
+			t.Log(err)
+			assert.Contains(t, err.Error(), "autocommit=0")
+		})
+	}
+}
+
+// TestOpenReadOnlySession: a read-only session (tx_read_only=1 in the DSN,
+// or a server's default) is refused at Open, before it fails every
+// campaign, even on a lease table that is there already.
+func TestOpenReadOnlySession(t *testing.T) {
+	s := openStore(t, "")
+	dsn := serverDSN(t, func(c *mysql.Config) { c.Params = map[string]string{"tx_read_only": "1"} })
+	ro, err := Open(testCtx(t), dsn, WithTable(s.opts.table))
+	if ro != nil {
+		_, aerr := ro.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
+		t.Logf("the read-only store's TryAcquire: %v", aerr)
+		_ = ro.Close()
+	}
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), "read-only")
+	assert.Contains(t, err.Error(), "tx_read_only")
+}

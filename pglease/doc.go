@@ -20,7 +20,9 @@
 // transaction-level advisory lock. When the table is already current, Open
 // only reads the version, so the runtime role needs no DDL privilege. A table
 // from a newer pglease is refused with [ErrSchemaTooNew]; a lease table that
-// was dropped while its version record stayed is refused too.
+// was dropped while its version record stayed is refused too, and so is a
+// table without the lease columns (an application's table, or another
+// store's version table, named by [WithTable]).
 //
 // Schema version 1 kept expiry timestamps. Migrating to version 2 keeps
 // every row's holder and token and leaves it held, with the TTL it was last
@@ -69,6 +71,20 @@
 // the DSN's connect_timeout, 10 seconds if it sets none, and the health
 // check of a connection idle for a second or more after 2 seconds, unless the
 // DSN sets pool_ping_timeout.
+//
+// A Store works behind a transaction pooler such as PgBouncer in
+// transaction mode. Lease statements use pgx's named prepared statements,
+// its fastest mode, until one fails the way they fail behind such a pooler
+// (a statement missing on the server connection, or there already); the
+// Store then switches its lease connections to pgx's cache_describe mode
+// for good, logs it at Info, and runs the statement again. Your own
+// queries on [Store.Pool], fenced writes included, run in the DSN's mode:
+// behind such a pooler, set default_query_exec_mode=cache_describe (or
+// exec) in it. LISTEN hears nothing there: the listener warns once, at its first
+// keepalive, that it heard not even the notification the store sent it,
+// and candidates in other processes then notice a release at their next
+// poll; point the DSN at the server or a session-mode pool, or use
+// [WithoutListener].
 //
 // Connections opened by Open carry application_name "leaderaware" unless the
 // DSN or [WithApplicationName] says otherwise, so the store's backends are

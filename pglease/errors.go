@@ -60,6 +60,26 @@ func withoutSecrets(err error, secrets ...string) error {
 	return err
 }
 
+// isPoolerError reports whether err is what pgx's named prepared statements
+// get behind a transaction pooler, which gives each transaction whichever
+// server connection is free: the statement a connection prepared is
+// missing there (invalid_sql_statement_name), or another client's of the
+// same name is there already (duplicate_prepared_statement).
+func isPoolerError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "42P05")
+}
+
+// poolerHint adds what to do to a transaction pooler's error (see
+// isPoolerError) of a statement on the jobs' pool, which runs in the DSN's
+// mode.
+func poolerHint(err error) error {
+	if isPoolerError(err) {
+		return fmt.Errorf("%w (behind a transaction pooler such as PgBouncer? set default_query_exec_mode=cache_describe in the DSN)", err)
+	}
+	return err
+}
+
 var dsnPasswordRE = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
 
 // parseError reports a DSN that pgx could not parse. It does not wrap pgx's

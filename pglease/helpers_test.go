@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
@@ -24,14 +23,7 @@ func testDSN(t testing.TB) string { return pgtest.DSN(t) }
 // dsnWith returns the test server's DSN with the setting key=value.
 func dsnWith(t testing.TB, key, value string) string {
 	t.Helper()
-	dsn := testDSN(t)
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		q := u.Query()
-		q.Set(key, value)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " " + key + "=" + value
+	return pgtest.WithParam(testDSN(t), key, value)
 }
 
 // testCtx is t's context with a bound, so that a hung server fails the test

@@ -90,6 +90,17 @@ func (s *Store) pokeAll() {
 	s.leaseWatch.pokeLocked()
 }
 
+// probeListener sends the listener's probe: a notification on the store's
+// channel with an empty payload, from a lease connection.
+func (s *Store) probeListener(ctx context.Context) error {
+	const probe = `SELECT pg_notify($1, '')`
+	_, err := s.leases.Exec(ctx, probe, s.channel)
+	if s.retry(ctx, err, true) {
+		_, err = s.leases.Exec(ctx, probe, s.channel)
+	}
+	return err
+}
+
 // listener is the one goroutine of a Store that LISTENs for releases.
 type listener struct {
 	cfg      *pgx.ConnConfig
@@ -98,12 +109,17 @@ type listener struct {
 	secrets  []string
 	onNotify func(name string)
 	onListen func()
+	// probe sends the listener a notification with an empty payload
+	// (never a lease name) from another connection.
+	probe func(ctx context.Context) error
 	// keepAlive is how long it waits for a notification before it pings.
 	keepAlive time.Duration
 
-	cancel   context.CancelFunc
-	done     chan struct{} // closed when run returns
-	sessions atomic.Int64  // successful LISTENs so far, counted after onListen
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when run returns
+	sessions    atomic.Int64  // successful LISTENs so far, counted after onListen
+	probesHeard atomic.Int64  // sessions that heard a notification
+	warnedDeaf  bool          // the deaf warning was logged; run's goroutine only
 }
 
 // startListener starts the listener goroutine, unless it runs, the Store
@@ -122,6 +138,7 @@ func (s *Store) startListener() {
 		secrets:   s.secrets,
 		onNotify:  s.poke,
 		onListen:  s.pokeAll,
+		probe:     s.probeListener,
 		keepAlive: s.listenKeepAlive,
 		cancel:    cancel,
 		done:      make(chan struct{}),
@@ -182,18 +199,37 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 	l.log.Debug("pglease: release listener connected", "channel", l.channel)
 	l.onListen() // a release may have happened while we were not listening
 	l.sessions.Add(1)
+	// A session that hears nothing, not even a probe, by its first
+	// keepalive is deaf: a transaction pooler gave the LISTEN to a server
+	// connection it then lent to others.
+	pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
+	probing, heard := l.probe(pctx) == nil, false
+	cancel()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, l.keepAlive)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
-		case err == nil:
-			if n.Channel == l.channel {
+		case err == nil && n.Channel == l.channel:
+			if !heard {
+				heard = true
+				l.probesHeard.Add(1)
+			}
+			if n.Payload != "" {
 				l.onNotify(n.Payload)
 			}
+		case err == nil:
 		case ctx.Err() != nil:
 			return true, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			if probing && !heard && !l.warnedDeaf {
+				l.warnedDeaf = true
+				l.log.Warn("pglease: the release listener hears no notifications, not even the one the store sent it "+
+					"(a transaction pooler such as PgBouncer lends its session to others?); candidates in other processes "+
+					"notice a release only at their next poll: point the DSN at the server or a session-mode pool, "+
+					"or use WithoutListener", "channel", l.channel, "waited", l.keepAlive)
+			}
+			probing = false
 			pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
 			err = conn.Ping(pctx)
 			cancel()

@@ -40,7 +40,8 @@ const (
 // after the DSN's connect_timeout, or after 10 seconds if it sets none (or
 // 0), even when ctx has no deadline. Connections get application_name
 // [DefaultApplicationName] unless the DSN or [WithApplicationName] sets one.
-// Errors name the host, port, database and user, and never contain the
+// A hot standby or a read-only session is refused (with several hosts in
+// the DSN, add target_session_attrs=read-write). Errors name the host, port, database and user, and never contain the
 // password.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
@@ -166,6 +167,16 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		listenKeepAlive: listenKeepAlive,
 	}
 	s.prepareSQL()
+	beforeConnect := leaseCfg.BeforeConnect
+	leaseCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		if s.pooled.Load() && cc.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+			cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		}
+		if beforeConnect != nil {
+			return beforeConnect(ctx, cc)
+		}
+		return nil
+	}
 	leases, err := pgxpool.NewWithConfig(ctx, leaseCfg)
 	if err != nil {
 		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
@@ -175,11 +186,45 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		leases.Close()
 		return nil, fmt.Errorf("pglease: connect to %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
-	if err := s.ensureSchema(ctx); err != nil {
+	err = s.ready(ctx)
+	if s.usePoolerMode(err) {
+		err = s.ready(ctx)
+	}
+	if err != nil {
 		leases.Close()
 		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
 	return s, nil
+}
+
+// ready checks that the session can write and readies the lease table.
+func (s *Store) ready(ctx context.Context) error {
+	if err := s.checkWritable(ctx); err != nil {
+		return err
+	}
+	return s.ensureSchema(ctx)
+}
+
+// checkWritable refuses a lease connection on which every lease write would
+// fail: a hot standby, or a session whose transactions are read-only
+// (default_transaction_read_only on for the role, the database or in the
+// DSN). pgx itself skips such servers of a multi-host DSN only with
+// target_session_attrs=read-write.
+func (s *Store) checkWritable(ctx context.Context) error {
+	var standby, readOnly bool
+	if err := s.leases.QueryRow(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')::boolean`).Scan(&standby, &readOnly); err != nil {
+		return fmt.Errorf("read whether the session is read-only: %w", err)
+	}
+	switch {
+	case standby:
+		return errors.New("the server is a hot standby (in recovery), so every lease write would fail: connect to the primary; " +
+			"with several hosts in the DSN, add target_session_attrs=read-write")
+	case readOnly:
+		return errors.New("the session is read-only (default_transaction_read_only is on, for the role, the database or in the DSN), " +
+			"so every lease write would fail: turn it off for the lease connections or connect to a writable server; " +
+			"with several hosts in the DSN, add target_session_attrs=read-write")
+	}
+	return nil
 }
 
 // channelName is the NOTIFY channel of a lease table:

@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // blackHole is a TCP endpoint on loopback that accepts connections and
@@ -166,4 +169,28 @@ func TestNewRequiresDatabase(t *testing.T) {
 	t.Log(err)
 	assert.Contains(t, err.Error(), "no database")
 	assert.Zero(t, hole.accepted.Load(), "New must refuse the pool before connecting")
+}
+
+// TestOpenReadOnlySession proves that Open refuses a read-only session
+// (default_transaction_read_only=on, as on a hot standby, here in the
+// DSN), naming target_session_attrs=read-write, on a fresh schema and on
+// one whose lease table exists. Before, the second was accepted and every
+// campaign failed.
+func TestOpenReadOnlySession(t *testing.T) {
+	schema := freshSchema(t)
+	dsn := dsnWith(t, "default_transaction_read_only", "on")
+	for _, what := range []string{"fresh schema", "existing table"} {
+		s, err := Open(testCtx(t), dsn, WithSchema(schema))
+		if s != nil {
+			_, aerr := s.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
+			t.Logf("%s: the read-only store's TryAcquire: %v", what, aerr)
+			_ = s.Close()
+		}
+		if assert.Error(t, err, what) {
+			t.Log(err)
+			assert.Contains(t, err.Error(), "read-only", what)
+			assert.Contains(t, err.Error(), "target_session_attrs=read-write", what)
+		}
+		openStore(t, WithSchema(schema))
+	}
 }

@@ -108,8 +108,9 @@ func (noListenerOption) apply(opts *options) { opts.listen = false }
 // WithoutListener turns off the LISTEN connection. [Store.WatchRelease] then
 // reports only releases made through the same Store, and candidates in other
 // processes notice a release at their next poll (elector Config.RetryInterval).
-// Use it where LISTEN is unavailable, e.g. behind a transaction pooler.
-// Release still sends its NOTIFY.
+// Use it where LISTEN is unavailable, e.g. behind a transaction pooler,
+// where the listener otherwise warns once that it hears nothing. Release
+// still sends its NOTIFY.
 func WithoutListener() Option { return noListenerOption{} }
 
 type loggerOption struct{ l *slog.Logger }
@@ -117,6 +118,7 @@ type loggerOption struct{ l *slog.Logger }
 func (o loggerOption) apply(opts *options) { opts.logger = o.l }
 
 // WithLogger sets where the store reports what it cannot return as an error:
-// the listener losing its connection and reconnecting. Default: nowhere.
+// the listener losing its connection and reconnecting, or hearing no
+// notifications at all (behind a transaction pooler). Default: nowhere.
 // Messages never contain the connection password.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/leaderaware/leaderaware/elector"
 )
 
@@ -221,7 +219,7 @@ func (s *Store) renewMany(ctx context.Context, batch []*renewReq) []renewResult 
 		return rows.Err()
 	}
 	err := run()
-	if err != nil && ctx.Err() == nil && !s.closed.Load() && (pgconn.SafeToRetry(err) || connectionLost(err)) {
+	if s.retry(ctx, err, true) {
 		err = run()
 	}
 	out := make([]renewResult, len(batch))

@@ -72,14 +72,19 @@ const (
 // transaction, so that replicas starting together on a fresh database neither
 // fail nor see a half-made table.
 func (s *Store) ensureSchema(ctx context.Context) error {
-	cur, hasLeases, err := s.schemaState(ctx, s.leases)
+	st, err := s.tableState(ctx, s.leases)
 	switch {
-	case err == nil && cur > SchemaVersion:
-		return s.tooNew(cur)
-	case err == nil && cur > 0 && !hasLeases:
-		return s.leasesMissing(cur)
-	case err == nil && cur == SchemaVersion:
-		return nil
+	case err == nil && st.version > SchemaVersion:
+		return s.tooNew(st.version)
+	case err == nil && st.version > 0 && !st.leases:
+		return s.leasesMissing(st.version)
+	case err == nil && st.leases:
+		if _, err := s.layoutVersion(st); err != nil {
+			return err
+		}
+		if st.version == SchemaVersion {
+			return nil
+		}
 	case err != nil && !isMissingTable(err):
 		return fmt.Errorf("read schema version of %s: %w", s.versionTable, err)
 	}
@@ -106,20 +111,21 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	)`, s.versionTable)); err != nil {
 		return fmt.Errorf("create %s: %w", s.versionTable, err)
 	}
-	recorded, hasLeases, err := s.schemaState(ctx, tx)
+	st, err = s.tableState(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("read schema version of %s: %w", s.versionTable, err)
 	}
+	recorded := st.version
 	if recorded > SchemaVersion {
 		return s.tooNew(recorded)
 	}
-	if recorded > 0 && !hasLeases {
+	if recorded > 0 && !st.leases {
 		return s.leasesMissing(recorded)
 	}
 	v := recorded
-	if v == 0 && hasLeases { // the version record was lost: read the layout
-		if v, err = s.layoutVersion(ctx, tx); err != nil {
-			return fmt.Errorf("read the layout of %s: %w", s.table, err)
+	if st.leases {
+		if v, err = s.layoutVersion(st); err != nil {
+			return err
 		}
 	}
 	for next := v + 1; next <= SchemaVersion; next++ {
@@ -140,27 +146,65 @@ type queryRower interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// schemaState returns the schema version recorded in the version table (0
-// if it has no record) and whether the lease table exists.
-func (s *Store) schemaState(ctx context.Context, q queryRower) (version int, leases bool, err error) {
-	var v *int
-	err = q.QueryRow(ctx, `SELECT (SELECT version FROM `+s.versionTable+`), to_regclass($1) IS NOT NULL`, s.table).Scan(&v, &leases)
-	if v != nil {
-		version = *v
-	}
-	return version, leases, err
+// tables is what Open reads of the lease table and its version record
+// before it decides what to do.
+type tables struct {
+	version int      // recorded in the version table; 0 if it has no record
+	leases  bool     // the lease table exists
+	columns []string // of the lease table
 }
 
-// layoutVersion returns the schema version of the existing lease table by
-// its columns: only version 2 and later have "version".
-func (s *Store) layoutVersion(ctx context.Context, q queryRower) (int, error) {
-	var v2 bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname = 'version' AND NOT attisdropped)`, s.table).Scan(&v2)
-	if v2 {
-		return 2, err
+// tableState reads the schema version recorded in the version table and
+// whether the lease table exists, with its columns, in one statement.
+func (s *Store) tableState(ctx context.Context, q queryRower) (tables, error) {
+	var st tables
+	var v *int
+	err := q.QueryRow(ctx, `SELECT (SELECT version FROM `+s.versionTable+`), to_regclass($1) IS NOT NULL,
+		ARRAY(SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped)`,
+		s.table).Scan(&v, &st.leases, &st.columns)
+	if v != nil {
+		st.version = *v
 	}
-	return 1, err
+	return st, err
+}
+
+// layouts[v] are the columns of the lease table at schema version v, which
+// migrations[v-1] made. Append with each migration.
+var layouts = [][]string{
+	1: {"name", "holder", "token", "expires_at", "acquired_at", "renewed_at"},
+	2: {"name", "holder", "token", "version", "ttl_us", "released", "written_at"},
+}
+
+// layoutVersion returns the schema version of the existing lease table:
+// the recorded one, or, when the record was lost, the newest layout it
+// has. It refuses a table that lacks a column of that layout, such as an
+// application's table or another store's version table that WithTable
+// named, before anything changes it.
+func (s *Store) layoutVersion(st tables) (int, error) {
+	has := make(map[string]bool, len(st.columns))
+	for _, c := range st.columns {
+		has[c] = true
+	}
+	missing := func(v int) string {
+		for _, c := range layouts[v] {
+			if !has[c] {
+				return c
+			}
+		}
+		return ""
+	}
+	v := st.version
+	if v == 0 { // the version record was lost: the newest layout it has
+		v = SchemaVersion
+		for v > 1 && missing(v) != "" {
+			v--
+		}
+	}
+	if c := missing(v); c != "" {
+		return 0, fmt.Errorf("table %s exists but is not a pglease lease table (it has no column %q); "+
+			"name another with WithTable, or drop it if it is left over", s.table, c)
+	}
+	return v, nil
 }
 
 func (s *Store) tooNew(v int) error {

@@ -95,9 +95,9 @@ func TestOpenEmptyVersionRecord(t *testing.T) {
 	_, err := rawConn(t).Exec(testCtx(t), "DELETE FROM "+vt)
 	require.NoError(t, err)
 	s = openStore(t, WithSchema(schema))
-	v, _, err := s.schemaState(context.Background(), s.leases)
+	st, err := s.tableState(context.Background(), s.leases)
 	require.NoError(t, err)
-	assert.Equal(t, SchemaVersion, v)
+	assert.Equal(t, SchemaVersion, st.version)
 }
 
 // TestOpenRefusesMissingLeaseTable proves that Open refuses, with an error
@@ -160,5 +160,58 @@ func TestMigrateFromVersion1(t *testing.T) {
 		l, err := s.TryAcquire(testCtx(t), want.Name, "c", time.Minute, got)
 		require.NoError(t, err, "a candidate that watched the migrated lease takes it over")
 		assert.Greater(t, l.Token, want.Token)
+	}
+}
+
+// TestOpenRefusesForeignTable proves that Open refuses, before it changes
+// anything, a table that is not a pglease lease table: an application's
+// table with a version column, one without, and another store's version
+// table. Before, the first two got a version record next to them (the
+// first adopted as a lease table, every operation then failing), and the
+// last was adopted.
+func TestOpenRefusesForeignTable(t *testing.T) {
+	schema := freshSchema(t)
+	openStore(t, WithSchema(schema)) // its version table is leaderaware_leases_version
+	conn := rawConn(t)
+	for _, table := range []string{"orders", "events"} {
+		cols := "id bigint PRIMARY KEY, version bigint NOT NULL, name text"
+		if table == "events" {
+			cols = "id bigint PRIMARY KEY, name text, token bigint"
+		}
+		_, err := conn.Exec(testCtx(t), "CREATE TABLE "+pgx.Identifier{schema, table}.Sanitize()+" ("+cols+")")
+		require.NoError(t, err)
+	}
+	for _, table := range []string{"orders", "events", DefaultTable + versionSuffix} {
+		_, err := Open(testCtx(t), testDSN(t), WithSchema(schema), WithTable(table))
+		if assert.Error(t, err, "WithTable(%q)", table) {
+			t.Log(err)
+			assert.Contains(t, err.Error(), pgx.Identifier{schema, table}.Sanitize())
+			assert.Contains(t, err.Error(), "not a pglease lease table")
+			assert.Contains(t, err.Error(), "WithTable")
+		}
+		var made bool
+		require.NoError(t, conn.QueryRow(testCtx(t), "SELECT to_regclass($1) IS NOT NULL",
+			pgx.Identifier{schema, table + versionSuffix}.Sanitize()).Scan(&made))
+		assert.False(t, made, "Open made a version table for %s", table)
+	}
+}
+
+// TestLayoutsMatchMigrations proves that layouts, by which Open tells a
+// lease table from another, lists exactly the columns each migration
+// leaves: a migration added without its layout fails here.
+func TestLayoutsMatchMigrations(t *testing.T) {
+	require.Len(t, layouts, len(migrations)+1, "one layout per schema version")
+	schema := freshSchema(t)
+	conn := rawConn(t)
+	table := pgx.Identifier{schema, "layouts"}.Sanitize()
+	_, err := conn.Exec(testCtx(t), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+	for v := 1; v <= SchemaVersion; v++ {
+		_, err := conn.Exec(testCtx(t), fmt.Sprintf(migrations[v-1], table))
+		require.NoError(t, err, "migration %d", v)
+		var cols []string
+		require.NoError(t, conn.QueryRow(testCtx(t), `SELECT ARRAY(SELECT attname::text FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum)`, table).Scan(&cols))
+		assert.ElementsMatch(t, layouts[v], cols, "schema version %d", v)
 	}
 }

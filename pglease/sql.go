@@ -120,5 +120,5 @@ func (s *Store) List(ctx context.Context) ([]LeaseRow, error) {
 }
 
 func (s *Store) listErr(err error) error {
-	return fmt.Errorf("pglease: list leases in %s on %s: %w", s.table, s.target, withoutSecrets(err, s.secrets...))
+	return fmt.Errorf("pglease: list leases in %s on %s: %w", s.table, s.target, poolerHint(withoutSecrets(err, s.secrets...)))
 }

@@ -56,6 +56,10 @@ type Store struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	// pooled is set when a statement failed the way named prepared
+	// statements fail behind a transaction pooler: lease connections made
+	// since then cache descriptions instead (see usePoolerMode).
+	pooled atomic.Bool
 
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{} // by lease name
@@ -285,11 +289,41 @@ func (s *Store) check(name string, ttl time.Duration) error {
 // unknown, as when the server terminated the pool's idle backend.
 func (s *Store) queryRow(ctx context.Context, idempotent bool, sql string, args []any, dest ...any) error {
 	err := s.leases.QueryRow(ctx, sql, args...).Scan(dest...)
-	if err != nil && ctx.Err() == nil && !s.closed.Load() &&
-		(pgconn.SafeToRetry(err) || idempotent && connectionLost(err)) {
+	if s.retry(ctx, err, idempotent) {
 		err = s.leases.QueryRow(ctx, sql, args...).Scan(dest...)
 	}
 	return err
+}
+
+// retry reports whether a lease statement that failed with err should be
+// tried once more, as queryRow says; and also after a transaction pooler's
+// error, which happens before the statement runs, once usePoolerMode has
+// switched the lease pool.
+func (s *Store) retry(ctx context.Context, err error, idempotent bool) bool {
+	return err != nil && ctx.Err() == nil && !s.closed.Load() &&
+		(pgconn.SafeToRetry(err) || idempotent && connectionLost(err) || s.usePoolerMode(err))
+}
+
+// usePoolerMode reports whether err is the error of a named prepared
+// statement behind a transaction pooler such as PgBouncer, which gives each
+// transaction whichever server connection is free: the statement this
+// connection prepared is missing there (26000), or another client's of the
+// same name is there already (42P05). The first such error switches the
+// lease pool for good to pgx's cache_describe mode, which prepares no named
+// statements, at the cost of a parse on the server per statement: it
+// closes the pool's connections, and those it makes from then on use that
+// mode. Until then, lease statements keep pgx's faster default.
+func (s *Store) usePoolerMode(err error) bool {
+	if !isPoolerError(err) {
+		return false
+	}
+	if s.pooled.CompareAndSwap(false, true) {
+		s.opts.logger.Info("pglease: a transaction pooler is between the store and the server: lease statements "+
+			"no longer use named prepared statements; set default_query_exec_mode=cache_describe in the DSN "+
+			"for fenced writes and your own queries", "err", withoutSecrets(err, s.secrets...))
+		s.leases.Reset()
+	}
+	return true
 }
 
 // connectionLost reports whether err means the connection failed, not the
@@ -309,7 +343,7 @@ func connectionLost(err error) bool {
 }
 
 func (s *Store) opErr(op, name string, err error) error {
-	err = withoutSecrets(err, s.secrets...)
+	err = poolerHint(withoutSecrets(err, s.secrets...))
 	if s.closed.Load() {
 		return fmt.Errorf("pglease: %s lease %q: %w (%v)", op, name, ErrClosed, err)
 	}

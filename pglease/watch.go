@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/leaderaware/leaderaware/elector"
 )
 
@@ -270,7 +268,7 @@ func (s *Store) readLeases(ctx context.Context, names []string, limit time.Durat
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	found, err := s.queryLeases(ctx, names)
-	if err != nil && ctx.Err() == nil && !s.closed.Load() && (pgconn.SafeToRetry(err) || connectionLost(err)) {
+	if s.retry(ctx, err, true) {
 		found, err = s.queryLeases(ctx, names)
 	}
 	return found, err

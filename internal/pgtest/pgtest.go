@@ -62,12 +62,16 @@ func Schema(tb testing.TB, dsn, prefix string) string {
 
 // WithSearchPath returns dsn, a URL or keyword/value string, with its
 // search_path set to schema.
-func WithSearchPath(dsn, schema string) string {
+func WithSearchPath(dsn, schema string) string { return WithParam(dsn, "search_path", schema) }
+
+// WithParam returns dsn, a URL or keyword/value string, with the setting
+// key=value.
+func WithParam(dsn, key, value string) string {
 	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
 		q := u.Query()
-		q.Set("search_path", schema)
+		q.Set(key, value)
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	return dsn + " search_path=" + schema
+	return dsn + " " + key + "=" + value
 }

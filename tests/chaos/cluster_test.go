@@ -615,12 +615,15 @@ func (c *cluster) deleteFile(del deleteFunc) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	at := time.Now()
 	rows, inode, err := del(ctx, file-1)
 	if err != nil {
 		c.t.Errorf("delete the SQLite file: %v", err)
 		return
 	}
+	// Dated once done: del waits for the file's write lock, and the old
+	// file's last row may commit meanwhile; the new file, which del creates
+	// last, gets its first row after that.
+	at := time.Now()
 	c.mu.Lock()
 	c.timeline = append(c.timeline, event{at, fmt.Sprintf("test: deleted the SQLite file (%d rows copied), new file's inode %d", len(rows), inode)})
 	c.copied = append(c.copied, rows...)

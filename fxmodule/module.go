@@ -63,6 +63,7 @@ func Module(cfg Config) fx.Option {
 	}
 	return fx.Module("leaderaware",
 		fx.Supply(cfg.Elector, &moduleMark{}),
+		fx.Supply(fx.Private, cfg.Store),
 		fx.Provide(newRegistry),
 		cfg.Store.provide(),
 	)

@@ -72,48 +72,50 @@ func (s StoreConfig) validate() error {
 // elector.Store.
 func (s StoreConfig) provide() fx.Option {
 	if s.kind == postgresStore {
-		return provideStore(func(lc fx.Lifecycle) (*pglease.Store, []any, error) {
-			st, err := NewPostgresStore(lc, s.dsn, s.pgOpts...)
-			if err != nil {
-				return nil, nil, err
-			}
-			c := st.Pool().Config().ConnConfig
-			return st, []any{"store", "postgres", "host", c.Host, "port", c.Port, "database", c.Database, "user", c.User, "table", st.Table()}, nil
-		})
+		return fx.Provide(openPostgres, postgresAsElectorStore)
 	}
+	return fx.Provide(openSQLite, sqliteAsElectorStore)
+}
+
+// openSQLite opens the SQLite store that s selects, for Module.
+func openSQLite(lc fx.Lifecycle, s StoreConfig) (*sqlitelease.Store, error) {
 	path := s.path
 	if s.kind == defaultStore {
 		path = DefaultSQLitePath
 	}
-	return provideStore(func(lc fx.Lifecycle) (*sqlitelease.Store, []any, error) {
-		st, err := NewSQLiteStore(lc, path)
-		if err != nil {
-			return nil, nil, err
-		}
-		attrs := []any{"store", "sqlite", "path", resolve(path)}
-		if s.kind == defaultStore {
-			attrs = append(attrs, "default", "Config.Store is unset")
-		}
-		return st, attrs, nil
-	})
+	st, err := NewSQLiteStore(lc, path)
+	if err != nil {
+		return nil, err
+	}
+	attrs := []any{"store", "sqlite", "path", resolve(path)}
+	if s.kind == defaultStore {
+		attrs = append(attrs, "default", "Config.Store is unset")
+	}
+	logOpened(attrs...)
+	return st, nil
 }
 
-// provideStore provides the store that open opens, and logs it with the
-// attributes open returns: the one place where Module logs. The
-// elector.Store is a function of its own rather than fx.As, so that
-// [WithStore] can replace it without the store being opened.
-func provideStore[S elector.Store](open func(fx.Lifecycle) (S, []any, error)) fx.Option {
-	return fx.Provide(
-		func(lc fx.Lifecycle) (S, error) {
-			s, attrs, err := open(lc)
-			if err == nil {
-				slog.Info("fxmodule: opened the lease store", attrs...)
-			}
-			return s, err
-		},
-		func(s S) elector.Store { return s },
-	)
+// openPostgres opens the PostgreSQL store that s selects, for Module.
+func openPostgres(lc fx.Lifecycle, s StoreConfig) (*pglease.Store, error) {
+	st, err := NewPostgresStore(lc, s.dsn, s.pgOpts...)
+	if err != nil {
+		return nil, err
+	}
+	c := st.Pool().Config().ConnConfig
+	logOpened("store", "postgres", "host", c.Host, "port", c.Port, "database", c.Database, "user", c.User, "table", st.Table())
+	return st, nil
 }
+
+// logOpened logs the store that Module opened: the one place where Module
+// logs.
+func logOpened(attrs ...any) { slog.Info("fxmodule: opened the lease store", attrs...) }
+
+// sqliteAsElectorStore and postgresAsElectorStore provide the store as the
+// elector.Store. They are named functions rather than fx.As so that
+// [WithStore] can replace elector.Store without the store being opened.
+func sqliteAsElectorStore(s *sqlitelease.Store) elector.Store { return s }
+
+func postgresAsElectorStore(s *pglease.Store) elector.Store { return s }
 
 // NewSQLiteStore opens the SQLite lease file at path and, if lc is not nil,
 // appends an OnStop hook that closes it. Errors name the path. In

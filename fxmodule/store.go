@@ -45,9 +45,9 @@ const (
 // exist. [NewSQLiteStore] says what it refuses.
 func SQLite(path string) StoreConfig { return StoreConfig{kind: sqliteStore, path: path} }
 
-// Postgres keeps the leases in PostgreSQL (replicas on many hosts): dsn is
-// the database's, as [pglease.Open] takes it with opts, such as
-// "postgres://app@db:5432/app".
+// Postgres keeps the leases in PostgreSQL (replicas on many hosts), opened
+// with [pglease.Open] on dsn, such as "postgres://app@db:5432/app", and
+// opts.
 func Postgres(dsn string, opts ...pglease.Option) StoreConfig {
 	return StoreConfig{kind: postgresStore, dsn: dsn, pgOpts: opts}
 }

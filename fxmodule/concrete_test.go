@@ -21,7 +21,7 @@ func concreteApp(t *testing.T, path, holder string, inner *countingJob, got **co
 	cfg := fast
 	cfg.Holder = holder
 	return fxtestNew(t,
-		fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: cfg}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path), Elector: cfg}),
 		fx.Provide(func() *countingJob { return inner }),
 		fxmodule.LeaderJob[*countingJob]("concrete-job"),
 		fx.Populate(got),
@@ -51,7 +51,7 @@ func TestLeaderJobConcrete(t *testing.T) {
 func TestLeaderJobConcreteTwice(t *testing.T) {
 	path := dbPath(t)
 	app := fx.New(quiet,
-		fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: fast}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path), Elector: fast}),
 		fx.Provide(func() *countingJob { return newCountingJob(nil) }),
 		fxmodule.LeaderJob[*countingJob]("job-1"),
 		fxmodule.LeaderJob[*countingJob]("job-2"),

@@ -2,14 +2,14 @@
 // one line per job:
 //
 //	fx.New(
-//		fxmodule.Module(fxmodule.Config{SQLitePath: "app.db"}),
+//		fxmodule.Module(fxmodule.Config{}), // leases in ./leaderaware.db
 //		fx.Provide(NewCacheWarmer), // returns *CacheWarmer, which has Start and Stop
 //		fxmodule.LeaderJob[*CacheWarmer]("cache-warmer"),
 //	)
 //
 // [Module] (the fx module "leaderaware") provides the lease store
 // ([elector.Store]: a *sqlitelease.Store on one SQLite file by default, or
-// a *pglease.Store with Config.PostgresDSN; closed when the app stops) and
+// the store that Config.Store selects; closed when the app stops) and
 // the [elector.Config]. [LeaderJob] decorates the job of type J in the
 // graph with [decorator.Decorate] and appends OnStart/OnStop hooks that
 // start and stop the decorated job: on every replica the job's constructor
@@ -23,8 +23,13 @@
 // The leases live in one SQLite file (replicas on one host), in PostgreSQL
 // (replicas on many hosts), or in any store given with [WithStore]:
 //
-//	fxmodule.Module(fxmodule.Config{PostgresDSN: os.Getenv("DATABASE_URL")})
+//	fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite("/var/lib/app/leases.db")})
+//	fxmodule.Module(fxmodule.Config{Store: fxmodule.Postgres(os.Getenv("DATABASE_URL"))})
 //	fxmodule.WithStore(elector.NewMemoryStore()) // next to Module; tests
+//
+// Module logs which store it opened. A store chosen in Config.Store with an
+// empty path or DSN (an unset environment variable) is an error, never the
+// default file: replicas on two stores would each lead.
 //
 // # Status, health and metrics
 //
@@ -40,13 +45,14 @@
 // # Errors
 //
 // Mistakes that can be seen before the app is built (an interface J that
-// cannot be replaced, a bad lease name, bad elector timings, a Config that
-// names two stores, a nil store) are errors from fx.New (app.Err) that name
+// cannot be replaced, a bad lease name, bad elector timings, a store
+// given an empty path or DSN, a nil store) are errors from fx.New (app.Err) that name
 // the bad value: nothing is constructed, opened or started, and nothing
 // panics. So are mistakes that would otherwise go unnoticed, and the store
 // is then not opened: two jobs under one lease name (only one of them
-// would ever run), and the default SQLite path in Kubernetes (each pod
-// would have a file of its own, so every pod would lead). A LeaderJob
+// would ever run), and the default SQLite file in Kubernetes, however its
+// path is spelled (each pod would have a file of its own, so every pod
+// would lead). A LeaderJob
 // without Module is an error that starts with the fix ("add
 // fxmodule.Module(...) to the app"), and one whose J nothing provides says
 // "provide the job" and names J.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 
 	"go.uber.org/fx"
 
@@ -96,4 +97,27 @@ func ExampleLeaderJob_concrete() {
 	// Output:
 	// warming
 	// stopped
+}
+
+// ExamplePostgres keeps the leases in PostgreSQL, for replicas on many
+// hosts. With DATABASE_URL unset, fx.New fails with an error naming
+// Config.Store: the leases never fall back to the SQLite file.
+func ExamplePostgres() {
+	app := fx.New(
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.Postgres(os.Getenv("DATABASE_URL"))}),
+		fx.Provide(func() *CacheWarmer { return NewCacheWarmer(make(chan struct{})) }),
+		fxmodule.LeaderJob[*CacheWarmer]("cache-warmer"),
+	)
+	app.Run()
+}
+
+// ExampleSQLite keeps the leases in a SQLite file that every replica on
+// the host opens.
+func ExampleSQLite() {
+	app := fx.New(
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite("/var/lib/app/leases.db")}),
+		fx.Provide(func() *CacheWarmer { return NewCacheWarmer(make(chan struct{})) }),
+		fxmodule.LeaderJob[*CacheWarmer]("cache-warmer"),
+	)
+	app.Run()
 }

@@ -107,7 +107,7 @@ func jobApp(t *testing.T, path, holder string, inner *countingJob, got *testJob,
 	cfg.Holder = holder
 	opts := []fx.Option{
 		quiet,
-		fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: cfg}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path), Elector: cfg}),
 		fx.Provide(func() testJob { return inner }),
 		fxmodule.LeaderJob[testJob]("test-job"),
 	}

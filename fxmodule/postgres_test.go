@@ -2,7 +2,6 @@ package fxmodule_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,18 +21,14 @@ func pgApp(t *testing.T, dsn, schema, holder string, inner *countingJob, pg **pg
 	cfg := fast
 	cfg.Holder = holder
 	return fxtestNew(t,
-		fxmodule.Module(fxmodule.Config{
-			PostgresDSN:     dsn,
-			PostgresOptions: []pglease.Option{pglease.WithSchema(schema)},
-			Elector:         cfg,
-		}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.Postgres(dsn, pglease.WithSchema(schema)), Elector: cfg}),
 		fx.Provide(func() testJob { return inner }),
 		fxmodule.LeaderJob[testJob]("pg-job"),
 		fx.Populate(pg, es),
 	)
 }
 
-// TestModulePostgres runs two apps with Config.PostgresDSN, in a
+// TestModulePostgres runs two apps with fxmodule.Postgres, in a
 // Kubernetes pod (where the default SQLite file would be refused): the
 // module opens a *pglease.Store and provides it as the elector.Store,
 // exactly one app runs the job and holds its lease in PostgreSQL, the
@@ -69,14 +64,12 @@ func TestModulePostgres(t *testing.T) {
 }
 
 // TestModulePostgresRefuses: a store that cannot open is an error from
-// fx.New naming the server, and nothing runs; a Config that names two
-// stores, or PostgreSQL options without a DSN, is refused before anything
-// is opened.
+// fx.New naming the server, and nothing runs.
 func TestModulePostgresRefuses(t *testing.T) {
 	t.Chdir(t.TempDir())
 	inner := newCountingJob(nil)
 	app := fx.New(quiet,
-		fxmodule.Module(fxmodule.Config{PostgresDSN: "postgres://app:secret@127.0.0.1:1/app?connect_timeout=2"}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.Postgres("postgres://app:secret@127.0.0.1:1/app?connect_timeout=2")}),
 		fx.Provide(func() testJob { return inner }),
 		fxmodule.LeaderJob[testJob]("job"),
 	)
@@ -86,18 +79,4 @@ func TestModulePostgresRefuses(t *testing.T) {
 	assert.NotContains(t, app.Err().Error(), "secret", "the error must not show the password")
 	assert.Zero(t, inner.starts.Load())
 	assertNoFile(t, fxmodule.DefaultSQLitePath)
-
-	for name, tc := range map[string]struct {
-		cfg  fxmodule.Config
-		want string
-	}{
-		"both stores":             {fxmodule.Config{SQLitePath: "x.db", PostgresDSN: "postgres://db/app"}, `both Config.SQLitePath "x.db" and Config.PostgresDSN`},
-		"options without the DSN": {fxmodule.Config{PostgresOptions: []pglease.Option{pglease.WithSchema("s")}}, "Config.PostgresOptions is set without Config.PostgresDSN"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			refused(t, []string{"fxmodule.Module", tc.want}, func(string, *atomic.Int64) fx.Option { return fxmodule.Module(tc.cfg) },
-				provide[testJob](newCountingJob(nil)), leaderJob[testJob]("job"))
-			assertNoFile(t, "x.db")
-		})
-	}
 }

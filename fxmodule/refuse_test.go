@@ -57,7 +57,7 @@ func refused(t *testing.T, want []string, opts ...func(path string, built *atomi
 // module is a refused option: Module on path with cfg.
 func module(cfg elector.Config) func(string, *atomic.Int64) fx.Option {
 	return func(path string, _ *atomic.Int64) fx.Option {
-		return fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: cfg})
+		return fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path), Elector: cfg})
 	}
 }
 
@@ -165,7 +165,7 @@ func TestWithStoreRefusesNil(t *testing.T) {
 func TestLeaderJobTwiceForOneType(t *testing.T) {
 	path := dbPath(t)
 	app := fx.New(quiet,
-		fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: fast}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path), Elector: fast}),
 		fxmodule.WithStore(elector.NewMemoryStore()),
 		fx.Provide(func() testJob { return newCountingJob(nil) }),
 		fxmodule.LeaderJob[testJob]("job-1"),
@@ -208,7 +208,7 @@ func TestLeaderJobRefusesSharedLeaseName(t *testing.T) {
 func TestLeaderJobDistinctLeaseNames(t *testing.T) {
 	a, b := newCountingJob(nil), newCountingJob(nil)
 	app := fxtestNew(t,
-		fxmodule.Module(fxmodule.Config{SQLitePath: dbPath(t), Elector: fast}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(dbPath(t)), Elector: fast}),
 		fx.Provide(func() testJob { return a }, func() otherJob { return b }),
 		fxmodule.LeaderJob[testJob]("job-a"),
 		fxmodule.LeaderJob[otherJob]("job-b"),

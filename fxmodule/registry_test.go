@@ -178,7 +178,7 @@ func TestRegistryHealthy(t *testing.T) {
 func TestRegistryWithoutJobs(t *testing.T) {
 	path := dbPath(t)
 	var reg *fxmodule.Registry
-	app := fxtestNew(t, fxmodule.Module(fxmodule.Config{SQLitePath: path}), fx.Populate(&reg))
+	app := fxtestNew(t, fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path)}), fx.Populate(&reg))
 	req := httptest.NewRequest("GET", "/", nil)
 	assert.Error(t, reg.Ready(req))
 	app.RequireStart()
@@ -201,7 +201,7 @@ func TestRegistryWithStoreInModule(t *testing.T) {
 	inner := newCountingJob(nil)
 	var reg *fxmodule.Registry
 	app := fxtestNew(t,
-		fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: fast}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path), Elector: fast}),
 		fx.Module("jobs",
 			fxmodule.WithStore(mem),
 			fx.Provide(func() testJob { return inner }),

@@ -18,7 +18,7 @@ import (
 // directly: NewSQLiteStore with a nil lifecycle and NewLeaderJob.
 func TestNewLeaderJobWithoutFx(t *testing.T) {
 	ctx := context.Background()
-	store, err := fxmodule.NewSQLiteStore(nil, fxmodule.Config{SQLitePath: dbPath(t)})
+	store, err := fxmodule.NewSQLiteStore(nil, dbPath(t))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, store.Close()) }()
 
@@ -67,6 +67,6 @@ func TestNewLeaderJobRefuses(t *testing.T) {
 
 func TestNewSQLiteStoreRefusesPath(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir", "leases.db")
-	_, err := fxmodule.NewSQLiteStore(nil, fxmodule.Config{SQLitePath: missing})
+	_, err := fxmodule.NewSQLiteStore(nil, missing)
 	assert.ErrorContains(t, err, missing)
 }

@@ -30,7 +30,7 @@ func TestWithStore(t *testing.T) {
 				job = fx.Module("jobs", job)
 			}
 			app := fxtestNew(t,
-				fxmodule.Module(fxmodule.Config{SQLitePath: path, Elector: cfg}),
+				fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path), Elector: cfg}),
 				fxmodule.WithStore(mem),
 				job,
 			)
@@ -48,7 +48,7 @@ func TestWithStore(t *testing.T) {
 	}
 }
 
-// TestWithStoreDefaultPath checks that with WithStore and no SQLitePath,
+// TestWithStoreDefaultPath checks that with WithStore and no Config.Store,
 // the default file is not created in the working directory either.
 func TestWithStoreDefaultPath(t *testing.T) {
 	t.Chdir(t.TempDir())

@@ -45,10 +45,10 @@ func newApp(o options, store elector.Store, log *slog.Logger, extra ...fx.Option
 	var work fx.Option
 	switch o.store() {
 	case storeSQLite:
-		module = fxmodule.Config{SQLitePath: o.db}
+		module = fxmodule.Config{Store: fxmodule.SQLite(o.db)}
 		work = referenceJobs(o, log, fx.Provide(sqliteFenced))
 	case storePostgres:
-		module = fxmodule.Config{PostgresDSN: o.pg, PostgresOptions: pgOptions(o.pg)}
+		module = fxmodule.Config{Store: fxmodule.Postgres(o.pg, pgOptions(o.pg)...)}
 		work = referenceJobs(o, log, fx.Provide(postgresFenced))
 	default:
 		work = fx.Options(fxmodule.WithStore(store), tickJobs(o, fence(store), log))

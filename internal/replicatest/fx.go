@@ -29,7 +29,7 @@ func FxWithStore(t *testing.T, store elector.Store) {
 	job := &fxJob{started: make(chan struct{}), stopped: make(chan struct{})}
 	app := fx.New(
 		fx.NopLogger,
-		fxmodule.Module(fxmodule.Config{SQLitePath: sqlite, Elector: elector.Config{Holder: "fx-replica"}}),
+		fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(sqlite), Elector: elector.Config{Holder: "fx-replica"}}),
 		fxmodule.WithStore(store),
 		fx.Provide(func() *fxJob { return job }),
 		fxmodule.LeaderJob[*fxJob]("fx-job"),

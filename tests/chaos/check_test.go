@@ -39,14 +39,24 @@ type started struct {
 }
 
 // jobRun is one run of a process's inner job, from its RUN line to its HALT
-// line, or to its process's exit if it printed no HALT (killed, or exited
+// line, or to its process's end if it printed no HALT (killed, or exited
 // with the job running). Times are the host's clock.
+//
+// A killed run ends when SIGKILL was sent (the date taken before it was):
+// the process may run on until the kernel ends it, but no store lets
+// another process take over before that (on SQLite a candidate must see the
+// holder's lock free, which the kernel frees at its death; elsewhere it
+// waits out the TTL), and the test sees the death only later, when its
+// stdout ends (dead). So a term that started after the kill was sent is no
+// overlap, and one that started before it ran while the old process could
+// still write.
 type jobRun struct {
 	holder     string
 	token      uint64
 	start      time.Time // the inner Start was called
 	stopCalled time.Time // the inner Stop was called; zero if never
-	end        time.Time // the inner Stop returned, or the process was seen dead
+	end        time.Time // the inner Stop returned, SIGKILL was sent, or (exited) the process was seen dead
+	dead       time.Time // killed or exited: when the test saw the process's stdout end; zero otherwise
 	how        string    // "halt", "killed", "exited" or "running" (no end: only while the run lasts)
 }
 
@@ -350,8 +360,8 @@ func check(in runLog, b bounds) report {
 				violate("job runs overlap: token %d (%s) started at %s while the job of token %d (%s, started %s) was still running at the end",
 					c.token, c.holder, c.start.Format(timeFormat), a.token, a.holder, a.start.Format(timeFormat))
 			case a.stopCalled.IsZero() || c.start.Before(a.stopCalled):
-				violate("two terms at once: the job of token %d (%s) started at %s, %v before the job of token %d (%s) was told to stop (%s, ended %s)",
-					c.token, c.holder, c.start.Format(timeFormat), stopOrEnd(a).Sub(c.start), a.token, a.holder, a.how, a.end.Format(timeFormat))
+				violate("two terms at once: the job of token %d (%s) started at %s, %v before %s: the old process could still write",
+					c.token, c.holder, c.start.Format(timeFormat), stopOrEnd(a).Sub(c.start), a.ending())
 			default:
 				violate("job runs overlap: the job of token %d (%s) started at %s, while the inner Stop of token %d (%s) ran from %s to %s (%v): "+
 					"it overran the TTL/10 margin between the end of a term and its takeover",
@@ -361,6 +371,19 @@ func check(in runLog, b bounds) report {
 		}
 	}
 	return r
+}
+
+// ending says how r ended, for a violation that began before it did.
+func (r jobRun) ending() string {
+	switch r.how {
+	case "killed":
+		return fmt.Sprintf("SIGKILL was sent to the process of token %d (%s) at %s (seen dead at %s)",
+			r.token, r.holder, r.end.Format(timeFormat), r.dead.Format(timeFormat))
+	case "exited":
+		return fmt.Sprintf("the process of token %d (%s) exited (seen at %s) without stopping its job", r.token, r.holder, r.end.Format(timeFormat))
+	}
+	return fmt.Sprintf("the job of token %d (%s) was told to stop (at %s; it stopped at %s)",
+		r.token, r.holder, r.stopCalled.Format(timeFormat), r.end.Format(timeFormat))
 }
 
 // stopOrEnd is when the run was told to stop, or ended if it never was.

@@ -35,7 +35,7 @@ func TestCheck(t *testing.T) {
 		if stopCalled >= 0 {
 			r.stopCalled = at(stopCalled)
 		} else {
-			r.how = "killed"
+			r.how, r.dead = "killed", at(end+5) // seen dead 5 ms after the kill
 		}
 		return r
 	}
@@ -75,9 +75,17 @@ func TestCheck(t *testing.T) {
 		{name: "lost write", in: runLog{rows: rows(1, "a", 0), starts: starts, wrote: []wrote{{holder: "a", token: 1, n: 1}, {holder: "a", token: 1, n: 2}}},
 			want: "write 2 of a (token 1) was reported committed but is in no file"},
 		{name: "two terms at once", in: runLog{starts: starts,
-			runs: []jobRun{run("a", 1, 0, 2000, 2010), run("b", 2, 1500, 3000, 3010)}}, want: "two terms at once"},
+			runs: []jobRun{run("a", 1, 0, 2000, 2010), run("b", 2, 1500, 3000, 3010)}},
+			want: "500ms before the job of token 1 (a) was told to stop (at 12:00:02.000; it stopped at 12:00:02.010): the old process could still write"},
 		{name: "a killed run overlaps", in: runLog{starts: starts,
-			runs: []jobRun{run("a", 1, 0, -1, 2010), run("b", 2, 1500, 3000, 3010)}}, want: "two terms at once"},
+			runs: []jobRun{run("a", 1, 0, -1, 2010), run("b", 2, 1500, 3000, 3010)}},
+			want: "two terms at once: the job of token 2 (b) started at 12:00:01.500, 510ms before SIGKILL was sent to the process of token 1 (a) at 12:00:02.010 " +
+				"(seen dead at 12:00:02.015): the old process could still write"},
+		{name: "a takeover after the kill, before the death was seen", in: runLog{starts: starts,
+			runs: []jobRun{run("a", 1, 0, -1, 1498), run("b", 2, 1500, 3000, 3010)}}},
+		{name: "a run exited without stopping", in: runLog{starts: starts,
+			runs: []jobRun{{holder: "a", token: 1, start: at(0), end: at(2010), dead: at(2010), how: "exited"}, run("b", 2, 1500, 3000, 3010)}},
+			want: "before the process of token 1 (a) exited (seen at 12:00:02.010) without stopping its job: the old process could still write"},
 		{name: "a slow inner Stop overlaps", in: runLog{starts: starts,
 			runs: []jobRun{run("a", 1, 0, 1400, 1600), run("b", 2, 1500, 3000, 3010)}}, want: "overran the TTL/10 margin"},
 		{name: "a run still running overlaps", in: runLog{starts: starts,

@@ -5,8 +5,10 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -58,8 +60,8 @@ type proc struct {
 	stepped  time.Duration // its wall-clock step now, as its last STEP line said
 	paused   bool
 	gone     bool      // SIGKILL or SIGTERM sent, or exited
-	killed   bool      // SIGKILL sent...
-	killedAt time.Time // ...then: after it, its job no longer runs
+	killed   bool      // SIGKILL sent (see sigkill)...
+	killedAt time.Time // ...then: stamped before it was sent
 	fileGone bool      // it printed GONE: its file was deleted
 	running  *jobRun
 }
@@ -198,16 +200,14 @@ func (c *cluster) start(slot int) {
 		for sc.Scan() {
 			c.record(p, sc.Text())
 		}
+		dead := time.Now() // its stdout ended: it is exiting, or gone
 		err := cmd.Wait()
-		now := time.Now()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.timeline = append(c.timeline, event{now, fmt.Sprintf("test: %s exited (%v)", p.holder, err)})
+		c.timeline = append(c.timeline, event{dead, fmt.Sprintf("test: %s exited (%v)", p.holder, err)})
 		if p.running != nil {
-			p.running.end, p.running.how = now, "exited"
-			if p.killed {
-				// No code of a process runs once SIGKILL has reached it,
-				// and no store sees it dead before: the kill ends its job.
+			p.running.end, p.running.dead, p.running.how = dead, dead, "exited"
+			if p.killed && p.killedAt.Before(dead) {
 				p.running.end, p.running.how = p.killedAt, "killed"
 			}
 			p.running = nil
@@ -369,8 +369,7 @@ func (c *cluster) restartDue() {
 				if !now.Before(r.killAt) {
 					c.mu.Lock()
 					c.errLines = append(c.errLines, fmt.Sprintf("%s did not exit within %v of SIGTERM: killed", r.waitFor.holder, exitTimeout))
-					c.signal(r.waitFor, syscall.SIGKILL)
-					r.waitFor.killed, r.waitFor.killedAt = true, time.Now()
+					c.sigkill(r.waitFor)
 					c.mu.Unlock()
 					r.killAt = now.Add(time.Hour)
 				}
@@ -432,9 +431,17 @@ func (c *cluster) randBetween(lo, hi time.Duration) time.Duration {
 // signal sends sig to p. The caller holds c.mu.
 func (c *cluster) signal(p *proc, sig syscall.Signal) {
 	c.timeline = append(c.timeline, event{time.Now(), fmt.Sprintf("test: %v to %s", sig, p.holder)})
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		c.errLines = append(c.errLines, fmt.Sprintf("signal %v to %s: %v", sig, p.holder, err))
 	}
+}
+
+// sigkill sends SIGKILL to p, dated before it is sent: on a loaded machine
+// the process may die, and another take over, before the sender runs
+// again. The date ends p's job run (see jobRun). The caller holds c.mu.
+func (c *cluster) sigkill(p *proc) {
+	p.gone, p.killed, p.killedAt = true, true, time.Now()
+	c.signal(p, syscall.SIGKILL)
 }
 
 // liveOthers counts the processes other than p that are live and not
@@ -559,8 +566,7 @@ func (c *cluster) act(p *proc) string {
 // kill crashes p and schedules its restart.
 func (c *cluster) kill(p *proc) {
 	c.mu.Lock()
-	c.signal(p, syscall.SIGKILL)
-	p.gone, p.killed, p.killedAt = true, true, time.Now()
+	c.sigkill(p)
 	if c.leader == p {
 		c.leader = nil
 	}
@@ -609,12 +615,15 @@ func (c *cluster) deleteFile(del deleteFunc) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	at := time.Now()
 	rows, inode, err := del(ctx, file-1)
 	if err != nil {
 		c.t.Errorf("delete the SQLite file: %v", err)
 		return
 	}
+	// Dated once done: del waits for the file's write lock, and the old
+	// file's last row may commit meanwhile; the new file, which del creates
+	// last, gets its first row after that.
+	at := time.Now()
 	c.mu.Lock()
 	c.timeline = append(c.timeline, event{at, fmt.Sprintf("test: deleted the SQLite file (%d rows copied), new file's inode %d", len(rows), inode)})
 	c.copied = append(c.copied, rows...)
@@ -693,8 +702,7 @@ func (c *cluster) stopAll() {
 				_ = p.cmd.Process.Signal(syscall.SIGCONT)
 				p.paused = false
 			}
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			p.gone, p.killed, p.killedAt = true, true, time.Now()
+			c.sigkill(p)
 		}
 		c.mu.Unlock()
 		c.pending = nil

@@ -182,7 +182,7 @@ func preparePath(path string, cfg config) (abs, real string, hold *fileHold, err
 	if path == "" {
 		return "", "", nil, errors.New("sqlitelease: the database path is empty")
 	}
-	if abs, err = filepath.Abs(path); err != nil {
+	if abs, err = absPath(path); err != nil {
 		return "", "", nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
 	if real, err = resolvePath(path, abs); err != nil {

@@ -98,7 +98,6 @@ func TestMovedFileRefused(t *testing.T) {
 // mode (another process would then take the file for unused, checkpoint it
 // and delete the write-ahead log under them).
 func TestSecondStoreKeepsSQLiteLocks(t *testing.T) {
-	const sharedFirst, sharedSize = 0x40000000 + 2, 510 // SQLite's SHARED lock range in os_unix.c
 	path := filepath.Join(t.TempDir(), "app.db")
 	require.NoError(t, os.WriteFile(path, nil, 0o600))
 	// The probe is open before the Stores and closed after them: its own
@@ -109,12 +108,7 @@ func TestSecondStoreKeepsSQLiteLocks(t *testing.T) {
 	first := openPath(t, path)
 	_, err = first.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	locked := func() bool {
-		// Its own description holds no lock, so it sees this process's.
-		lk := unix.Flock_t{Type: unix.F_WRLCK, Start: sharedFirst, Len: sharedSize}
-		require.NoError(t, unix.FcntlFlock(uintptr(probe), unix.F_OFD_GETLK, &lk))
-		return lk.Type == unix.F_RDLCK
-	}
+	locked := sharedLocked(t, probe)
 	require.True(t, locked(), "SQLite's SHARED lock of the first Store")
 
 	second, err := sqlitelease.Open(path)
@@ -122,6 +116,61 @@ func TestSecondStoreKeepsSQLiteLocks(t *testing.T) {
 	assert.True(t, locked(), "after a second Store opened the file")
 	require.NoError(t, second.Close())
 	assert.True(t, locked(), "after the second Store closed")
+}
+
+// TestCloseKeepsOtherConnectionsLocks: the job's own connections to the
+// file (an *sql.DB of its own, say) keep their SQLite locks when the last
+// Store of the process closes, as they do when a second Store closes: a
+// descriptor of the file stays open until no connection of the process has
+// a lock on it. It closes then, at the next Open or Close of a Store.
+func TestCloseKeepsOtherConnectionsLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	probe, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, unix.Close(probe)) })
+	locked := sharedLocked(t, probe)
+	jobDB, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
+	require.NoError(t, err)
+	_, err = jobDB.Exec("CREATE TABLE IF NOT EXISTS job_data (x)")
+	require.NoError(t, err)
+	require.True(t, locked(), "the job connection's SHARED lock")
+
+	s, err := sqlitelease.Open(path)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.True(t, locked(), "after the only Store closed")
+
+	require.NoError(t, jobDB.Close())
+	s, err = sqlitelease.Open(filepath.Join(t.TempDir(), "other.db"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.Equal(t, 1, descriptorsOf(t, path), "the probe's alone, once no connection has the file")
+}
+
+// sharedLocked returns a function that reports whether a process holds a
+// read lock on SQLite's SHARED range of the file open at probe (a
+// descriptor that holds no lock, so that it sees this process's too).
+func sharedLocked(t *testing.T, probe int) func() bool {
+	const sharedFirst, sharedSize = 0x40000000 + 2, 510 // SQLite's SHARED lock range in os_unix.c
+	return func() bool {
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Start: sharedFirst, Len: sharedSize}
+		require.NoError(t, unix.FcntlFlock(uintptr(probe), unix.F_OFD_GETLK, &lk))
+		return lk.Type == unix.F_RDLCK
+	}
+}
+
+// descriptorsOf counts the descriptors of this process open on path.
+func descriptorsOf(t *testing.T, path string) int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == path {
+			n++
+		}
+	}
+	return n
 }
 
 // mountChildEnv makes this test binary a child that runs in a mount

@@ -98,17 +98,10 @@ func TestMovedFileRefused(t *testing.T) {
 // mode (another process would then take the file for unused, checkpoint it
 // and delete the write-ahead log under them).
 func TestSecondStoreKeepsSQLiteLocks(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "app.db")
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	// The probe is open before the Stores and closed after them: its own
-	// close drops the locks too.
-	probe, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, unix.Close(probe)) })
+	path, locked := sharedLockProbe(t)
 	first := openPath(t, path)
-	_, err = first.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	_, err := first.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	locked := sharedLocked(t, probe)
 	require.True(t, locked(), "SQLite's SHARED lock of the first Store")
 
 	second, err := sqlitelease.Open(path)
@@ -124,12 +117,7 @@ func TestSecondStoreKeepsSQLiteLocks(t *testing.T) {
 // descriptor of the file stays open until no connection of the process has
 // a lock on it. It closes then, at the next Open or Close of a Store.
 func TestCloseKeepsOtherConnectionsLocks(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "app.db")
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	probe, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, unix.Close(probe)) })
-	locked := sharedLocked(t, probe)
+	path, locked := sharedLockProbe(t)
 	jobDB, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)")
 	require.NoError(t, err)
 	_, err = jobDB.Exec("CREATE TABLE IF NOT EXISTS job_data (x)")
@@ -148,12 +136,19 @@ func TestCloseKeepsOtherConnectionsLocks(t *testing.T) {
 	assert.Equal(t, 1, descriptorsOf(t, path), "the probe's alone, once no connection has the file")
 }
 
-// sharedLocked returns a function that reports whether a process holds a
-// read lock on SQLite's SHARED range of the file open at probe (a
-// descriptor that holds no lock, so that it sees this process's too).
-func sharedLocked(t *testing.T, probe int) func() bool {
+// sharedLockProbe creates an empty file and returns its path and a function
+// that reports whether a process holds a read lock on SQLite's SHARED range
+// of it. The probe's descriptor holds no lock, so that it sees this
+// process's too; it is open before the Stores and closed at cleanup, after
+// them, as its close drops the process's locks too.
+func sharedLockProbe(t *testing.T) (path string, locked func() bool) {
 	const sharedFirst, sharedSize = 0x40000000 + 2, 510 // SQLite's SHARED lock range in os_unix.c
-	return func() bool {
+	path = filepath.Join(t.TempDir(), "app.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	probe, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, unix.Close(probe)) })
+	return path, func() bool {
 		lk := unix.Flock_t{Type: unix.F_WRLCK, Start: sharedFirst, Len: sharedSize}
 		require.NoError(t, unix.FcntlFlock(uintptr(probe), unix.F_OFD_GETLK, &lk))
 		return lk.Type == unix.F_RDLCK

@@ -38,8 +38,9 @@
 //
 // A Store keeps working on the file it opened. If the path later names
 // another file or none, or the file is emptied (deleted, replaced or
-// truncated under a running process), its operations fail with
-// [ErrFileChanged], and a holder's next renewal ends its term.
+// truncated under a running process) or moved into a new directory put in
+// place of its own, its operations fail with [ErrFileChanged], and a
+// holder's next renewal ends its term.
 //
 // # One file, one path
 //

@@ -281,6 +281,15 @@ func posixLocked() (map[fileKey]bool, error) {
 	return locked, nil
 }
 
+// inPlace reports whether real, the path the hold came through, still has
+// the directory it had: a directory put in its place, with the file moved
+// into it, lacks the file's -wal and -shm, which SQLite's new connections
+// look for there.
+func (h *fileHold) inPlace(real string) bool {
+	var dir unix.Stat_t
+	return unix.Stat(filepath.Dir(real), &dir) == nil && pathByte(dir, filepath.Base(real)) == h.at
+}
+
 // is reports whether fi is the file the hold is on.
 func (h *fileHold) is(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)

@@ -91,6 +91,30 @@ func TestMovedFileRefused(t *testing.T) {
 	openPath(t, moved)
 }
 
+// TestDirectoryReplacedUnderStore replaces the file's directory with a new
+// one and moves the file into it (mv data data.old; mkdir data; mv
+// data.old/app.db data/): the path names the same file, but its -wal and
+// -shm stayed behind, so the Store's new connections failed ("disk I/O
+// error") while it kept renewing, and every other Store was refused. The
+// file changed place: the Store's next write ends its term.
+func TestDirectoryReplacedUnderStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	path := filepath.Join(dir, "app.db")
+	s := openPath(t, path)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	require.NoError(t, os.Rename(dir, dir+".old"))
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.Rename(filepath.Join(dir+".old", "app.db"), path))
+	_, err = s.Renew(bg(t), l, time.Minute)
+	t.Log(err)
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	assert.Contains(t, err.Error(), "directory")
+}
+
 // TestSecondStoreKeepsSQLiteLocks: Stores of one process on one file, which
 // must work, never close a descriptor of the file while another has it
 // open: a close drops every POSIX lock the process holds on the file,

@@ -279,6 +279,8 @@ func (s *Store) statFile() error {
 		return fmt.Errorf("check the database file: %w", err)
 	case !os.SameFile(fi, s.file):
 		return fmt.Errorf("%w (the path now names another file)", ErrFileChanged)
+	case !s.hold.inPlace(s.real):
+		return fmt.Errorf("%w (the file is now in another directory than its -wal and -shm files)", ErrFileChanged)
 	case fi.Size() == 0:
 		return fmt.Errorf("%w (the file is now empty)", ErrFileChanged)
 	case links(fi) > 1:

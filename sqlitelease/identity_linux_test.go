@@ -234,9 +234,9 @@ func mountChild(args []string) int {
 }
 
 // startMountChild runs mountChild in a new mount namespace and returns the
-// line it printed. It skips the test where no mount namespace can be made.
-// The child ends at cleanup.
-func startMountChild(t *testing.T, src, dst, open string) string {
+// line it printed and its process id. It skips the test where no mount
+// namespace can be made. The child ends at cleanup.
+func startMountChild(t *testing.T, src, dst, open string) (line string, pid int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], src, dst, open)
 	cmd.Env = append(os.Environ(), mountChildEnv+"=1")
@@ -255,12 +255,12 @@ func startMountChild(t *testing.T, src, dst, open string) string {
 		_ = stdin.Close()
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err = bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err, "the child printed %q", line)
 	if strings.HasPrefix(line, "mount: ") {
 		t.Skipf("cannot bind-mount in a mount namespace of its own: %s", line)
 	}
-	return strings.TrimSpace(line)
+	return strings.TrimSpace(line), cmd.Process.Pid
 }
 
 // TestBindMountOfFileRefused bind-mounts the file alone into another
@@ -280,7 +280,7 @@ func TestBindMountOfFileRefused(t *testing.T) {
 		s := openPath(t, path)
 		_, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 		require.NoError(t, err)
-		line := startMountChild(t, path, mounted, mounted)
+		line, _ := startMountChild(t, path, mounted, mounted)
 		t.Log(line)
 		assert.True(t, strings.HasPrefix(line, "refused: ") && strings.HasSuffix(line, "(second path: true)"),
 			"the Store through the bind mount must be refused, not: %s", line)
@@ -291,7 +291,7 @@ func TestBindMountOfFileRefused(t *testing.T) {
 		s, err := sqlitelease.Open(path) // create the file, then leave it to the child
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		line := startMountChild(t, path, mounted, mounted)
+		line, _ := startMountChild(t, path, mounted, mounted)
 		require.True(t, strings.HasPrefix(line, "acquired "), "the child alone: %s", line)
 		openRefused(t, path, "another directory or name")
 	})
@@ -305,6 +305,29 @@ func TestBindMountOfDirectoryWorks(t *testing.T) {
 	s := openPath(t, filepath.Join(dir, "app.db"))
 	_, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	line := startMountChild(t, dir, mounted, filepath.Join(mounted, "app.db"))
+	line, _ := startMountChild(t, dir, mounted, filepath.Join(mounted, "app.db"))
 	assert.Equal(t, "held by a", line)
+}
+
+// TestOpenThroughOtherMountNamespace opens a file through another process's
+// root (/proc/PID/root, as a tool on the host reaches into a container): a
+// link that names no path in this process's view, so resolving it gives
+// another file. Open refuses it, naming what to do, and creates nothing
+// where the link seemed to lead (it created a file there, and then said
+// that the path kept naming another file).
+func TestOpenThroughOtherMountNamespace(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	line, pid := startMountChild(t, src, dst, filepath.Join(dst, "app.db")) // the child's dst is src
+	require.True(t, strings.HasPrefix(line, "acquired "), "the child: %s", line)
+
+	path := fmt.Sprintf("/proc/%d/root%s/app.db", pid, dst)
+	s, err := sqlitelease.Open(path)
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("Open succeeded")
+	}
+	t.Log(err)
+	assert.Contains(t, err.Error(), path)
+	assert.Contains(t, err.Error(), "by its own path")
+	assert.Equal(t, int64(-1), fileSize(t, filepath.Join(dst, "app.db")), "nothing created where the link seemed to lead")
 }

@@ -41,8 +41,9 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 //
 // Open refuses, with an error that names the path and the cause: a missing
 // or unwritable directory or file, a path longer than SQLite's limit (504
-// bytes, with symbolic links resolved), a file reachable through a second
-// path ([ErrSecondPath]), a file that is not an SQLite database or
+// bytes, with symbolic links resolved), symbolic links that resolve to
+// another file than the path names (/proc/PID/root), a file reachable
+// through a second path ([ErrSecondPath]), a file that is not an SQLite database or
 // is corrupt, a file left empty or missing next to its write-ahead log
 // (truncated or deleted while a process had it open), a file on a network
 // filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode
@@ -186,6 +187,9 @@ func preparePath(path string, cfg config) (abs, real string, hold *fileHold, err
 		return "", "", nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
 	if real, err = resolvePath(path, abs); err != nil {
+		return "", "", nil, err
+	}
+	if err := checkResolved(path, abs, real); err != nil {
 		return "", "", nil, err
 	}
 	for _, p := range []string{path, real} {

@@ -84,6 +84,22 @@ func resolvePath(path, abs string) (string, error) {
 	return "", fmt.Errorf("sqlitelease: open %q: more than %d symbolic links: %w", path, maxSymlinks, syscall.ELOOP)
 }
 
+// checkResolved refuses, for Open(path), a resolution real of abs that the
+// kernel does not share: where abs names a file, real must name it too. A
+// link that names no path in this process's view (/proc/PID/root into
+// another mount namespace) resolves to another file.
+func checkResolved(path, abs, real string) error {
+	want, err := os.Stat(abs)
+	if err != nil {
+		return nil // nothing there yet, or an error that opening it reports
+	}
+	if got, err := os.Stat(real); err == nil && os.SameFile(want, got) {
+		return nil
+	}
+	return fmt.Errorf("sqlitelease: open %q: its symbolic links resolve to %q, which is not the file the path names "+
+		"(a link such as /proc/PID/root leads into another process's view of the files): open the file by its own path", path, real)
+}
+
 // checkDir refuses, for Open(path), a directory dir that does not exist or
 // is not one.
 func checkDir(path, dir string) error {

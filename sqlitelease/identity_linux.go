@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,8 +59,16 @@ type pathLock struct {
 
 // fileTable is this process's table of database files.
 type fileTable struct {
-	mu sync.Mutex
-	m  map[fileKey]*dbFile
+	mu   sync.Mutex
+	m    map[fileKey]*dbFile
+	busy []busyHold // see releaseWhen
+}
+
+// busyHold is the hold of a closed Store whose connections are not all
+// closed yet.
+type busyHold struct {
+	h    *fileHold
+	idle func() bool
 }
 
 var dbFiles = fileTable{m: make(map[fileKey]*dbFile)}
@@ -168,7 +177,7 @@ func (t *fileTable) hold(real string, at int64) (*fileHold, int, error) {
 		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart, Start: at, Len: 1}
 		if err := unix.FcntlFlock(uintptr(p.fd), unix.F_OFD_SETLK, &lk); err != nil {
 			f.stores--
-			t.closeUnused()
+			t.tidy()
 			return nil, -1, fmt.Errorf("lock the database file (the filesystem must support open file description locks): %w", err)
 		}
 	}
@@ -205,10 +214,30 @@ func (h *fileHold) release() {
 	dbFiles.release(h)
 }
 
-// release ends h: the last Store of a path drops its lock, and the last
-// Store of the file closes its descriptors (see closeUnused). The caller
-// holds t.mu.
+// releaseWhen ends the hold once idle reports that the Store's connections
+// are all closed: a job may still write through one it took before Close,
+// which does not wait for it, and the hold keeps out Stores that come
+// through another path meanwhile. Until then later Opens and Closes of
+// Stores ask again. It is safe on a nil hold.
+func (h *fileHold) releaseWhen(idle func() bool) {
+	if h == nil {
+		return
+	}
+	dbFiles.mu.Lock()
+	defer dbFiles.mu.Unlock()
+	dbFiles.busy = append(dbFiles.busy, busyHold{h, idle})
+	dbFiles.tidy()
+}
+
+// release ends h (see drop) and tidies the table. The caller holds t.mu.
 func (t *fileTable) release(h *fileHold) {
+	t.drop(h)
+	t.tidy()
+}
+
+// drop ends h: the last Store of a path drops its lock. The caller holds
+// t.mu.
+func (t *fileTable) drop(h *fileHold) {
 	f := t.m[h.key]
 	p := f.paths[h.at]
 	if p.stores--; p.stores == 0 {
@@ -216,6 +245,19 @@ func (t *fileTable) release(h *fileHold) {
 		_ = unix.FcntlFlock(uintptr(p.fd), unix.F_OFD_SETLK, &lk)
 	}
 	f.stores--
+}
+
+// tidy ends the busy holds that are idle now, and closes the descriptors
+// of the files that no Store holds (see closeUnused). The caller holds
+// t.mu.
+func (t *fileTable) tidy() {
+	t.busy = slices.DeleteFunc(t.busy, func(b busyHold) bool {
+		if !b.idle() {
+			return false
+		}
+		t.drop(b.h)
+		return true
+	})
 	t.closeUnused()
 }
 

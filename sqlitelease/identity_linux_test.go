@@ -297,6 +297,35 @@ func TestBindMountOfFileRefused(t *testing.T) {
 	})
 }
 
+// TestCloseWithConnectionInUse closes a Store while a job still has a
+// connection of its pool (Close does not wait for it), then opens the file
+// through a bind mount of it alone: the job's connection can still write
+// through the first path's write-ahead log, so the second path stays
+// refused until it closes.
+func TestCloseWithConnectionInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	mounted := filepath.Join(t.TempDir(), "app.db")
+	require.NoError(t, os.WriteFile(mounted, nil, 0o600)) // the mount point
+	s, err := sqlitelease.Open(path)
+	require.NoError(t, err)
+	conn, err := s.DB().Conn(bg(t))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	line, _ := startMountChild(t, path, mounted, mounted)
+	t.Log(line)
+	assert.True(t, strings.HasPrefix(line, "refused: ") && strings.HasSuffix(line, "(second path: true)"),
+		"a Store through the bind mount while the job's connection is open: %s", line)
+	_, err = conn.ExecContext(bg(t), "CREATE TABLE job_data (x)")
+	require.NoError(t, err, "the job's connection still writes")
+	require.NoError(t, conn.Close())
+
+	// The next Open of a Store (of any file) finds the connection closed.
+	require.NoError(t, openPath(t, filepath.Join(t.TempDir(), "other.db")).Close())
+	line, _ = startMountChild(t, path, mounted, mounted)
+	assert.True(t, strings.HasPrefix(line, "acquired "), "once the job's connection closed: %s", line)
+}
+
 // TestBindMountOfDirectoryWorks: the fix the errors advise, a bind mount of
 // the directory that holds the file, is one path: a Store through it shares
 // the write-ahead log, and sees the lease the other holds.

@@ -707,7 +707,8 @@ func (s *Store) Close() error {
 			errs = append(errs, lc.close())
 		}
 		errs = append(errs, s.db.Close())
-		s.hold.release() // after SQLite's connections: see identity_linux.go
+		// After SQLite's connections, and the ones a job still has: see identity_linux.go.
+		s.hold.releaseWhen(func() bool { return s.db.Stats().OpenConnections == 0 })
 		if clearErr != nil {
 			errs = append(errs, clearErr) // and the lock stays: the leases' jobs may still run
 		} else {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -35,6 +36,9 @@ const maxSymlinks = 40
 // path with a ".." in it is not cleaned (filepath.Clean takes "link/.." for
 // "."). So every process given one path in one directory opens one file.
 func absPath(path string) (string, error) {
+	if runtime.GOOS == "windows" {
+		return filepath.Abs(path) // Windows itself takes ".." by the letters
+	}
 	if !filepath.IsAbs(path) {
 		wd, err := syscall.Getwd()
 		if err != nil {

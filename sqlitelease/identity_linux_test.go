@@ -36,12 +36,22 @@ func requireSecondPath(t *testing.T, err error, contains ...string) {
 // openRefused asserts that Open(path) is refused as a second path.
 func openRefused(t *testing.T, path string, contains ...string) {
 	t.Helper()
+	requireSecondPath(t, openFails(t, path), contains...)
+}
+
+// openFails asserts that Open(path) fails with an error that names path
+// and holds each of contains, and returns the error.
+func openFails(t *testing.T, path string, contains ...string) error {
+	t.Helper()
 	s, err := sqlitelease.Open(path)
 	if err == nil {
 		_ = s.Close()
-		t.Fatalf("Open(%q) of a second path to an open file succeeded", path)
+		t.Fatalf("Open(%q) succeeded", path)
 	}
-	requireSecondPath(t, err, append(contains, path)...)
+	for _, c := range append(contains, path) {
+		assert.Contains(t, err.Error(), c)
+	}
+	return err
 }
 
 // TestHardLinkRefused: a hard link in another directory is a second path
@@ -350,13 +360,6 @@ func TestOpenThroughOtherMountNamespace(t *testing.T) {
 	require.True(t, strings.HasPrefix(line, "acquired "), "the child: %s", line)
 
 	path := fmt.Sprintf("/proc/%d/root%s/app.db", pid, dst)
-	s, err := sqlitelease.Open(path)
-	if err == nil {
-		_ = s.Close()
-		t.Fatal("Open succeeded")
-	}
-	t.Log(err)
-	assert.Contains(t, err.Error(), path)
-	assert.Contains(t, err.Error(), "by its own path")
+	t.Log(openFails(t, path, "by its own path"))
 	assert.Equal(t, int64(-1), fileSize(t, filepath.Join(dst, "app.db")), "nothing created where the link seemed to lead")
 }

@@ -38,8 +38,9 @@
 //
 // A Store keeps working on the file it opened. If the path later names
 // another file or none, or the file is emptied (deleted, replaced or
-// truncated under a running process), its operations fail with
-// [ErrFileChanged], and a holder's next renewal ends its term.
+// truncated under a running process) or moved into a new directory put in
+// place of its own, its operations fail with [ErrFileChanged], and a
+// holder's next renewal ends its term.
 //
 // # One file, one path
 //
@@ -49,7 +50,9 @@
 // /host/app.db:/data/app.db), would give the file a second log, and two
 // leaders. Mount or share the directory that holds the file instead.
 // Symbolic links are fine: Open resolves them first, and the side files
-// are next to the target. On Linux, Open refuses a file with a second name
+// are next to the target. Paths mean what they mean to the kernel: a ".."
+// after a link is the parent of its target, and a relative path starts
+// from the working directory itself, not from the $PWD that reached it. On Linux, Open refuses a file with a second name
 // or that another Store has open through another directory or name, and
 // every write checks for a second name again ([ErrSecondPath]).
 //

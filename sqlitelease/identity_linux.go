@@ -9,6 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -30,7 +33,8 @@ import (
 // Closing any descriptor of a file drops every POSIX lock the process holds
 // on it, SQLite's own included, so the descriptors of database files are
 // kept in one table per process (dbFiles) and closed only once no Store of
-// the process has the file open.
+// the process has the file open, nor any other connection of the process a
+// lock on it (see closeUnused).
 const (
 	pathBytes     = 1 << 62
 	pathByteRange = 1 << 61
@@ -55,8 +59,16 @@ type pathLock struct {
 
 // fileTable is this process's table of database files.
 type fileTable struct {
-	mu sync.Mutex
-	m  map[fileKey]*dbFile
+	mu   sync.Mutex
+	m    map[fileKey]*dbFile
+	busy []busyHold // see releaseWhen
+}
+
+// busyHold is the hold of a closed Store whose connections are not all
+// closed yet.
+type busyHold struct {
+	h    *fileHold
+	idle func() bool
 }
 
 var dbFiles = fileTable{m: make(map[fileKey]*dbFile)}
@@ -165,7 +177,7 @@ func (t *fileTable) hold(real string, at int64) (*fileHold, int, error) {
 		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: io.SeekStart, Start: at, Len: 1}
 		if err := unix.FcntlFlock(uintptr(p.fd), unix.F_OFD_SETLK, &lk); err != nil {
 			f.stores--
-			t.closeUnused(h.key)
+			t.tidy()
 			return nil, -1, fmt.Errorf("lock the database file (the filesystem must support open file description locks): %w", err)
 		}
 	}
@@ -202,9 +214,30 @@ func (h *fileHold) release() {
 	dbFiles.release(h)
 }
 
-// release ends h: the last Store of a path drops its lock, and the last
-// Store of the file closes its descriptors. The caller holds t.mu.
+// releaseWhen ends the hold once idle reports that the Store's connections
+// are all closed: a job may still write through one it took before Close,
+// which does not wait for it, and the hold keeps out Stores that come
+// through another path meanwhile. Until then later Opens and Closes of
+// Stores ask again. It is safe on a nil hold.
+func (h *fileHold) releaseWhen(idle func() bool) {
+	if h == nil {
+		return
+	}
+	dbFiles.mu.Lock()
+	defer dbFiles.mu.Unlock()
+	dbFiles.busy = append(dbFiles.busy, busyHold{h, idle})
+	dbFiles.tidy()
+}
+
+// release ends h (see drop) and tidies the table. The caller holds t.mu.
 func (t *fileTable) release(h *fileHold) {
+	t.drop(h)
+	t.tidy()
+}
+
+// drop ends h: the last Store of a path drops its lock. The caller holds
+// t.mu.
+func (t *fileTable) drop(h *fileHold) {
 	f := t.m[h.key]
 	p := f.paths[h.at]
 	if p.stores--; p.stores == 0 {
@@ -212,23 +245,91 @@ func (t *fileTable) release(h *fileHold) {
 		_ = unix.FcntlFlock(uintptr(p.fd), unix.F_OFD_SETLK, &lk)
 	}
 	f.stores--
-	t.closeUnused(h.key)
 }
 
-// closeUnused closes the descriptors of the file key once no Store holds
-// it. The caller holds t.mu.
-func (t *fileTable) closeUnused(key fileKey) {
-	f := t.m[key]
-	if f.stores > 0 {
-		return
+// tidy ends the busy holds that are idle now, and closes the descriptors
+// of the files that no Store holds (see closeUnused). The caller holds
+// t.mu.
+func (t *fileTable) tidy() {
+	t.busy = slices.DeleteFunc(t.busy, func(b busyHold) bool {
+		if !b.idle() {
+			return false
+		}
+		t.drop(b.h)
+		return true
+	})
+	t.closeUnused()
+}
+
+// closeUnused closes the descriptors of every file that no Store holds,
+// unless a connection of this process holds a POSIX lock on it (the job's
+// own *sql.DB on the file, say): the close would drop its locks too. Those
+// stay open until a later call finds the file unlocked, or is reused by
+// the next Store of the file. A connection that locks the file between
+// the look at the locks and the close still loses its lock. The caller
+// holds t.mu.
+func (t *fileTable) closeUnused() {
+	var locked map[fileKey]bool
+	for key, f := range t.m {
+		if f.stores > 0 {
+			continue
+		}
+		if locked == nil {
+			var err error
+			if locked, err = posixLocked(); err != nil {
+				return // keep them all
+			}
+		}
+		if locked[key] {
+			continue
+		}
+		for _, p := range f.paths {
+			_ = unix.Close(p.fd)
+		}
+		for _, fd := range f.extra {
+			_ = unix.Close(fd)
+		}
+		delete(t.m, key)
 	}
-	for _, p := range f.paths {
-		_ = unix.Close(p.fd)
+}
+
+// posixLocked returns the files on which this process holds POSIX locks,
+// from /proc/locks.
+func posixLocked() (map[fileKey]bool, error) {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil, err
 	}
-	for _, fd := range f.extra {
-		_ = unix.Close(fd)
+	pid := strconv.Itoa(os.Getpid())
+	locked := make(map[fileKey]bool)
+	for line := range strings.Lines(string(b)) {
+		// "1: POSIX  ADVISORY  READ 1234 fd:00:5678 1073741826 1073742335";
+		// a process waiting for a lock has "->" after the number.
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "POSIX" || f[4] != pid {
+			continue
+		}
+		id := strings.Split(f[5], ":")
+		if len(id) != 3 {
+			continue
+		}
+		major, err1 := strconv.ParseUint(id[0], 16, 32)
+		minor, err2 := strconv.ParseUint(id[1], 16, 32)
+		ino, err3 := strconv.ParseUint(id[2], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil {
+			locked[fileKey{unix.Mkdev(uint32(major), uint32(minor)), ino}] = true
+		}
 	}
-	delete(t.m, key)
+	return locked, nil
+}
+
+// inPlace reports whether real, the path the hold came through, still has
+// the directory it had: a directory put in its place, with the file moved
+// into it, lacks the file's -wal and -shm, which SQLite's new connections
+// look for there.
+func (h *fileHold) inPlace(real string) bool {
+	var dir unix.Stat_t
+	return unix.Stat(filepath.Dir(real), &dir) == nil && pathByte(dir, filepath.Base(real)) == h.at
 }
 
 // is reports whether fi is the file the hold is on.

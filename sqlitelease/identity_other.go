@@ -20,8 +20,10 @@ func holdFile(path, real string) (*fileHold, error) {
 	return nil, nil
 }
 
-func (h *fileHold) release()            {}
-func (h *fileHold) is(os.FileInfo) bool { return true }
+func (h *fileHold) release()                {}
+func (h *fileHold) releaseWhen(func() bool) {}
+func (h *fileHold) is(os.FileInfo) bool     { return true }
+func (h *fileHold) inPlace(string) bool     { return true }
 
 // links reports one link: outside Linux the count is not checked.
 func links(os.FileInfo) uint64 { return 1 }

@@ -41,17 +41,18 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 //
 // Open refuses, with an error that names the path and the cause: a missing
 // or unwritable directory or file, a path longer than SQLite's limit (504
-// bytes, with symbolic links resolved), a file reachable through a second
-// path ([ErrSecondPath]), a file that is not an SQLite database or
-// is corrupt, a file left empty or missing next to its write-ahead log
-// (truncated or deleted while a process had it open), a file on a network
-// filesystem (see [AllowNetworkFS]), a file that cannot use WAL mode
-// ([ErrNotWAL]), a file whose store schema is newer than this package
-// ([ErrSchemaTooNew]), a file whose lease table was dropped, a file
-// replaced every time while Open opened it, and on Linux
-// a <path>-live file that is not a regular file, neither empty nor 8 bytes
-// holding a token high-water mark, or that cannot be locked (see Process
-// death and Tokens in the package documentation).
+// bytes, with symbolic links resolved), symbolic links that resolve to
+// another file than the path names (/proc/PID/root), a file reachable
+// through a second path ([ErrSecondPath]), a file that is not an SQLite
+// database or is corrupt, a file left empty or missing next to its
+// write-ahead log (truncated or deleted while a process had it open), a file
+// on a network filesystem (see [AllowNetworkFS]), a file that cannot use WAL
+// mode ([ErrNotWAL]), a file whose store schema is newer than this package
+// ([ErrSchemaTooNew]), a file whose lease table was dropped, a file replaced
+// every time while Open opened it, and on Linux a <path>-live file that is
+// not a regular file, neither empty nor 8 bytes holding a token high-water
+// mark, or that cannot be locked (see Process death and Tokens in the
+// package documentation).
 //
 // Every connection runs with journal_mode=WAL, synchronous=NORMAL, the busy
 // timeout of [WithBusyTimeout], and BEGIN IMMEDIATE transactions. Open logs
@@ -182,10 +183,13 @@ func preparePath(path string, cfg config) (abs, real string, hold *fileHold, err
 	if path == "" {
 		return "", "", nil, errors.New("sqlitelease: the database path is empty")
 	}
-	if abs, err = filepath.Abs(path); err != nil {
+	if abs, err = absPath(path); err != nil {
 		return "", "", nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
 	if real, err = resolvePath(path, abs); err != nil {
+		return "", "", nil, err
+	}
+	if err := checkResolved(path, abs, real); err != nil {
 		return "", "", nil, err
 	}
 	for _, p := range []string{path, real} {

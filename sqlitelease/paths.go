@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -26,13 +29,41 @@ const maxPath = 512 - len("-journal")
 // maxSymlinks is how many symbolic links resolvePath follows, as Linux does.
 const maxSymlinks = 40
 
-// resolvePath returns abs with every symbolic link resolved, the last one
-// included even if it dangles: the path at which SQLite keeps the file's
-// -wal and -shm files, and at which Open creates the file. It refuses, for
-// Open(path), a directory on the way that does not exist or is not one.
+// absPath returns path as an absolute path that names the file the kernel
+// finds at path: a relative path is joined to the kernel's working
+// directory (getcwd(2), not the $PWD that os.Getwd prefers, which may reach
+// it through a symbolic link, under which ".." is another directory), and a
+// path with a ".." in it is not cleaned (filepath.Clean takes "link/.." for
+// "."). So every process given one path in one directory opens one file.
+func absPath(path string) (string, error) {
+	if runtime.GOOS == "windows" {
+		return filepath.Abs(path) // Windows itself takes ".." by the letters
+	}
+	if !filepath.IsAbs(path) {
+		wd, err := syscall.Getwd()
+		if err != nil {
+			return "", err
+		}
+		path = wd + string(filepath.Separator) + path
+	}
+	if slices.Contains(strings.Split(filepath.ToSlash(path), "/"), "..") {
+		return path, nil
+	}
+	return filepath.Clean(path), nil
+}
+
+// resolvePath returns abs (from absPath) with every symbolic link resolved,
+// the last one included even if it dangles, and each ".." taken after the
+// links before it, as the kernel takes it: the path at which SQLite keeps
+// the file's -wal and -shm files, and at which Open creates the file. It
+// refuses, for Open(path), a directory on the way that does not exist or
+// is not one.
 func resolvePath(path, abs string) (string, error) {
 	for range maxSymlinks {
-		dir := filepath.Dir(abs)
+		dir, base := filepath.Split(abs) // not filepath.Dir, which cleans
+		if len(dir) > 1 {
+			dir = dir[:len(dir)-1]
+		}
 		if err := checkDir(path, dir); err != nil {
 			return "", err
 		}
@@ -40,7 +71,7 @@ func resolvePath(path, abs string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
 		}
-		p := filepath.Join(dir, filepath.Base(abs))
+		p := filepath.Join(dir, base) // dir has no links, so a ".." base is its parent
 		fi, err := os.Lstat(p)
 		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 			return p, nil // a missing file is created here; SQLite reports other errors
@@ -50,11 +81,27 @@ func resolvePath(path, abs string) (string, error) {
 			return "", fmt.Errorf("sqlitelease: open %q: %w", path, err)
 		}
 		if !filepath.IsAbs(target) {
-			target = filepath.Join(dir, target)
+			target = dir + string(filepath.Separator) + target
 		}
 		abs = target
 	}
 	return "", fmt.Errorf("sqlitelease: open %q: more than %d symbolic links: %w", path, maxSymlinks, syscall.ELOOP)
+}
+
+// checkResolved refuses, for Open(path), a resolution real of abs that the
+// kernel does not share: where abs names a file, real must name it too. A
+// link that names no path in this process's view (/proc/PID/root into
+// another mount namespace) resolves to another file.
+func checkResolved(path, abs, real string) error {
+	want, err := os.Stat(abs)
+	if err != nil {
+		return nil // nothing there yet, or an error that opening it reports
+	}
+	if got, err := os.Stat(real); err == nil && os.SameFile(want, got) {
+		return nil
+	}
+	return fmt.Errorf("sqlitelease: open %q: its symbolic links resolve to %q, which is not the file the path names "+
+		"(a link such as /proc/PID/root leads into another process's view of the files): open the file by its own path", path, real)
 }
 
 // checkDir refuses, for Open(path), a directory dir that does not exist or

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -111,4 +112,48 @@ func TestOpenLongPath(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Dir(path))
 	require.NoError(t, err)
 	assert.Empty(t, entries, "Open must create nothing")
+}
+
+// TestOpenDotDotAfterSymlink: a ".." after a symbolic link is the parent of
+// the link's target, for the kernel and for SQLite's own tools, not the
+// link's directory, as filepath.Clean would have it. A relative path
+// resolves against the kernel's working directory, whatever $PWD says:
+// two processes in one directory, one started from a shell that reached
+// it through a link (PWD names the link) and one without PWD, each took
+// the lease in a file of its own.
+func TestOpenDotDotAfterSymlink(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{"releases/1", "releases/shared", "shared", "x/y"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, dir), 0o755))
+	}
+	current := filepath.Join(root, "current") // as deploy tools make it
+	require.NoError(t, os.Symlink(filepath.Join(root, "releases", "1"), current))
+	kernels := filepath.Join(root, "releases", "shared", "app.db")
+
+	t.Run("relative, PWD through the link", func(t *testing.T) {
+		t.Chdir(current)
+		t.Setenv("PWD", current)
+		shell := openPath(t, "../shared/app.db")
+		_, err := shell.TryAcquire(bg(t), "job", "shell", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+		require.NoError(t, os.Unsetenv("PWD"))
+		requireHeld(t, openPath(t, "../shared/app.db"), "job", "no PWD")
+		requireHeld(t, openPath(t, kernels), "job", "kernel's path")
+	})
+	t.Run("absolute", func(t *testing.T) {
+		s := openPath(t, current+"/../shared/other.db")
+		_, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+		requireHeld(t, openPath(t, filepath.Join(root, "releases", "shared", "other.db")), "job", "kernel's path")
+		assert.Equal(t, int64(-1), fileSize(t, filepath.Join(root, "shared", "other.db")))
+	})
+	t.Run("in a link's target", func(t *testing.T) {
+		require.NoError(t, os.Symlink(filepath.Join(root, "x", "y"), filepath.Join(root, "sub")))
+		link := filepath.Join(root, "link.db")
+		require.NoError(t, os.Symlink("sub/../target.db", link)) // root/x/target.db
+		s := openPath(t, link)
+		_, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+		requireHeld(t, openPath(t, filepath.Join(root, "x", "target.db")), "job", "kernel's path")
+	})
 }

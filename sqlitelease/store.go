@@ -279,6 +279,8 @@ func (s *Store) statFile() error {
 		return fmt.Errorf("check the database file: %w", err)
 	case !os.SameFile(fi, s.file):
 		return fmt.Errorf("%w (the path now names another file)", ErrFileChanged)
+	case !s.hold.inPlace(s.real):
+		return fmt.Errorf("%w (the file is now in another directory than its -wal and -shm files)", ErrFileChanged)
 	case fi.Size() == 0:
 		return fmt.Errorf("%w (the file is now empty)", ErrFileChanged)
 	case links(fi) > 1:
@@ -705,7 +707,8 @@ func (s *Store) Close() error {
 			errs = append(errs, lc.close())
 		}
 		errs = append(errs, s.db.Close())
-		s.hold.release() // after SQLite's connections: see identity_linux.go
+		// After SQLite's connections, and the ones a job still has: see identity_linux.go.
+		s.hold.releaseWhen(func() bool { return s.db.Stats().OpenConnections == 0 })
 		if clearErr != nil {
 			errs = append(errs, clearErr) // and the lock stays: the leases' jobs may still run
 		} else {

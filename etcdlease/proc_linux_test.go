@@ -134,8 +134,21 @@ func TestChaosProcesses(t *testing.T) {
 		}
 		return all, nil
 	}
+	key := prefix + replicatest.LeaseName
+	save := func(ctx context.Context) (func(context.Context) error, error) {
+		resp, err := raw.Get(ctx, key)
+		if err != nil || len(resp.Kvs) == 0 || isReleased(resp.Kvs[0].Value) {
+			return nil, err
+		}
+		value := string(resp.Kvs[0].Value)
+		return func(ctx context.Context) error {
+			_, err := raw.Put(ctx, key, value) // a put cannot lower the revision: only the term goes back
+			return err
+		}, nil
+	}
 	replicatest.Chaos(t, replicatest.ChaosStore{
 		Args: []string{"-endpoint", srv.endpoint, "-prefix", prefix, "-writes", writes},
 		Read: read,
+		Save: save,
 	})
 }

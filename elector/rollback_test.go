@@ -1,7 +1,6 @@
 package elector_test
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,29 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/rollbacktest"
 )
 
 // rollbackTimings retry faster than the holder renews, so that a candidate
 // whose watch completed tries its compare-and-set within each renewal.
 var rollbackTimings = elector.Config{TTL: 3 * time.Second, RenewInterval: time.Second, RetryInterval: 500 * time.Millisecond}
-
-// campaignAsync campaigns with e in a goroutine and returns the channel of
-// its term and a function that ends the campaign and waits for it.
-func campaignAsync(t *testing.T, e *elector.LeaseElector) (<-chan elector.Term, func()) {
-	ctx, cancel := context.WithCancel(t.Context())
-	won := make(chan elector.Term, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if term, err := e.Campaign(ctx); err == nil {
-			won <- term
-		}
-	}()
-	return won, func() {
-		cancel()
-		<-done
-	}
-}
 
 // TestRolledBackVersionMakesNoSecondLeader: a row that keeps its token but
 // goes back a few versions while its holder lives (a failover to a standby
@@ -44,7 +26,7 @@ func TestRolledBackVersionMakesNoSecondLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := elector.NewMemoryStore()
 		ta := campaign(t, newElector(t, s, "a", rollbackTimings))
-		won, stop := campaignAsync(t, newElector(t, s, "b", rollbackTimings))
+		won, stop := rollbacktest.CampaignAsync(t, newElector(t, s, "b", rollbackTimings))
 		defer stop()
 		time.Sleep(5500 * time.Millisecond) // renewed at 1s ... 5s; b watches the last
 		l, err := s.Get(t.Context(), "job")
@@ -109,7 +91,7 @@ func TestRolledBackLeaseOfDeadHolderIsTakenOver(t *testing.T) {
 						s = &countingStore{Store: mem} // hides the watchers
 					}
 					old := tt.held(t, mem)
-					won, stop := campaignAsync(t, newElector(t, s, "b", rollbackTimings))
+					won, stop := rollbacktest.CampaignAsync(t, newElector(t, s, "b", rollbackTimings))
 					defer stop()
 					time.Sleep(time.Second)
 					mem.Restore(old)

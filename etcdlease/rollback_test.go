@@ -30,7 +30,5 @@ func rollbackCase(t *testing.T) rollbacktest.Case {
 	}
 }
 
-func TestRollbackDeadHolderTakenOver(t *testing.T) {
-	t.Parallel()
-	rollbacktest.DeadHolderTakenOver(t, rollbackCase(t), "job")
-}
+// TestRollback: keys put back by hand (see rollbacktest).
+func TestRollback(t *testing.T) { rollbacktest.Run(t, rollbackCase) }

@@ -28,16 +28,5 @@ func rollbackCase(t *testing.T) rollbacktest.Case {
 	}
 }
 
-func TestRollbackVersionsNeverRepeat(t *testing.T) {
-	rollbacktest.VersionsNeverRepeat(t, rollbackCase(t), "job")
-}
-
-func TestRollbackNoSecondLeader(t *testing.T) {
-	t.Parallel()
-	rollbacktest.NoSecondLeader(t, rollbackCase(t), "job")
-}
-
-func TestRollbackDeadHolderTakenOver(t *testing.T) {
-	t.Parallel()
-	rollbacktest.DeadHolderTakenOver(t, rollbackCase(t), "job")
-}
+// TestRollback: rows rolled back by hand (see rollbacktest).
+func TestRollback(t *testing.T) { rollbacktest.Run(t, rollbackCase) }

@@ -37,6 +37,20 @@ var timings = elector.Config{TTL: 3 * time.Second, RenewInterval: time.Second, R
 // slack is what a loaded machine may add to a takeover.
 const slack = 3 * time.Second
 
+// Run runs the tests of this package, each on a Case of its own from
+// newCase; the slow ones in parallel.
+func Run(t *testing.T, newCase func(*testing.T) Case) {
+	t.Run("VersionsNeverRepeat", func(t *testing.T) { VersionsNeverRepeat(t, newCase(t), "job") })
+	t.Run("NoSecondLeader", func(t *testing.T) {
+		t.Parallel()
+		NoSecondLeader(t, newCase(t), "job")
+	})
+	t.Run("DeadHolderTakenOver", func(t *testing.T) {
+		t.Parallel()
+		DeadHolderTakenOver(t, newCase(t), "job")
+	})
+}
+
 // VersionsNeverRepeat: after a row went back to an older version of its
 // term, the next renewal and the next takeover write versions above every
 // version the row had, and the takeover's token exceeds every earlier one.
@@ -165,10 +179,14 @@ func campaign(t *testing.T, s elector.Store, name, holder string) elector.Term {
 	return term
 }
 
-// campaignAsync campaigns in a goroutine and returns the channel of its
-// term and a function that ends the campaign and waits for it.
 func campaignAsync(t *testing.T, s elector.Store, name, holder string) (<-chan elector.Term, func()) {
-	e := elect(t, s, name, holder)
+	return CampaignAsync(t, elect(t, s, name, holder))
+}
+
+// CampaignAsync campaigns with e in a goroutine and returns the channel of
+// its term and a function that ends the campaign, waits for it and resigns
+// a term that was not received.
+func CampaignAsync(t *testing.T, e *elector.LeaseElector) (<-chan elector.Term, func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	won := make(chan elector.Term, 1)
 	done := make(chan struct{})

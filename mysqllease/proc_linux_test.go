@@ -121,8 +121,8 @@ func TestChaosProcesses(t *testing.T) {
 // saveLease saves the held row of replicatest.LeaseName in s's table and
 // returns a function that writes it back (nil if it is free), as a
 // failover to a replica that lagged would (see replicatest.ChaosStore).
-func saveLease(s *Store) func(context.Context) (func(context.Context) error, error) {
-	return func(ctx context.Context) (func(context.Context) error, error) {
+func saveLease(s *Store) func(context.Context) (func(context.Context) (bool, error), error) {
+	return func(ctx context.Context) (func(context.Context) (bool, error), error) {
 		var (
 			holder              string
 			token, version, ttl uint64
@@ -134,10 +134,10 @@ func saveLease(s *Store) func(context.Context) (func(context.Context) error, err
 		} else if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) error {
-			_, err := s.DB().ExecContext(ctx, `UPDATE `+s.Table()+` SET holder = ?, token = ?, version = ?, ttl_us = ?, released = FALSE
-				WHERE name = ?`, holder, token, version, ttl, replicatest.LeaseName)
-			return err
+		return func(ctx context.Context) (bool, error) {
+			n, err := affected(s.DB().ExecContext(ctx, `UPDATE `+s.Table()+` SET holder = ?, version = ?, ttl_us = ?, released = FALSE, token = ?
+				WHERE name = ? AND (token = ? OR released)`, holder, version, ttl, token, replicatest.LeaseName, token))
+			return n == 1, err
 		}, nil
 	}
 }

@@ -48,17 +48,20 @@ type ChaosStore struct {
 	// the TTL may lengthen a leaderless gap by its excess.
 	PauseHoldsLocks bool
 	// Save, if set, saves the lease row of LeaseName as it is now, if it
-	// is held, and returns a function that writes it back (nil if nothing
-	// was saved), as a failover to a replica that lagged or a restore of a
-	// backup would: Chaos then rolls the row back while replicas run.
-	Save func(context.Context) (restore func(context.Context) error, err error)
+	// is held, and returns a function that writes it back and reports
+	// whether it did (nil if nothing was saved), as a failover to a replica that lagged or a restore of a
+	// backup would: Chaos then rolls the row back while replicas run. The
+	// write-back goes only over the same term or a released row: one that
+	// loses a live holder's takeover lets a candidate that missed it lead
+	// while that holder still trusts its term, whatever the protocol.
+	Save func(context.Context) (restore func(context.Context) (bool, error), err error)
 }
 
-// Rollbacks (ChaosStore.Save): the lease row is saved every 2–5 s and
-// written back 1–4 s later.
+// Rollbacks (ChaosStore.Save): the lease row is saved every 1–3 s and
+// written back 0.6–1.5 s later (one to three renewals).
 const (
-	minRollbackAfter, maxRollbackAfter = time.Second, 4 * time.Second
-	minRollbackEvery, maxRollbackEvery = 2 * time.Second, 5 * time.Second
+	minRollbackAfter, maxRollbackAfter = 600 * time.Millisecond, 1500 * time.Millisecond
+	minRollbackEvery, maxRollbackEvery = time.Second, 3 * time.Second
 )
 
 // Chaos runs four replicas as processes, each with a store of its own, for
@@ -91,7 +94,7 @@ func Chaos(t *testing.T, s ChaosStore) {
 	}
 	var pending []restart
 	var (
-		restoreRow func(context.Context) error // saved, to write back at rollAt
+		restoreRow func(context.Context) (bool, error) // saved, to write back at rollAt
 		rollAt     = time.Now().Add(between(minRollbackEvery, maxRollbackEvery))
 		rollbacks  []time.Time
 	)
@@ -112,9 +115,12 @@ func Chaos(t *testing.T, s ChaosStore) {
 				return
 			}
 		} else {
-			rollbacks = append(rollbacks, time.Now()) // before the write: the gap bound counts from here
-			if err := restoreRow(ctx); err != nil {
+			at := time.Now() // before the write: the gap bound counts from here
+			switch wrote, err := restoreRow(ctx); {
+			case err != nil:
 				t.Logf("rollback: write the lease row back: %v", err)
+			case wrote:
+				rollbacks = append(rollbacks, at)
 			}
 			restoreRow = nil
 		}

@@ -14,23 +14,29 @@ import (
 )
 
 // saveFunc saves the lease row as it is now, if it is held, and returns a
-// function that writes it back (nil if there was nothing to save), as a
-// failover to a standby that lagged or a restore of a backup does. The
-// row then goes back to an older version of its term, or to an older term.
-type saveFunc func(ctx context.Context) (restore func(context.Context) error, err error)
+// function that writes it back and reports whether it did (nil if there
+// was nothing to save), as a
+// failover to a standby that lagged or a restore of a backup does: to an
+// older version of the term it still has, or to an older term over a
+// released row. Never over a newer term: a rollback that loses a live
+// holder's takeover (an acknowledged write an asynchronous standby never
+// got) lets a candidate that missed it take the lease while that holder
+// still trusts its term, whatever the protocol; only fencing then keeps
+// the data safe.
+type saveFunc func(ctx context.Context) (restore func(context.Context) (bool, error), err error)
 
-// Rollbacks: the schedule saves the lease row every few seconds and writes
-// it back 1–4 s later, while the processes run.
+// Rollbacks: the schedule saves the lease row every 1–3 s and writes it
+// back 0.6–1.5 s later (one to three renewals), while the processes run.
 const (
-	minRollbackAfter, maxRollbackAfter = time.Second, 4 * time.Second
-	minRollbackEvery, maxRollbackEvery = 2 * time.Second, 5 * time.Second
+	minRollbackAfter, maxRollbackAfter = 600 * time.Millisecond, 1500 * time.Millisecond
+	minRollbackEvery, maxRollbackEvery = time.Second, 3 * time.Second
 )
 
 // roller is the rollback fault of a run. The test goroutine owns it.
 type roller struct {
 	save    saveFunc
-	restore func(context.Context) error // the saved row; nil if none
-	due     time.Time                   // of the next save, or of the restore
+	restore func(context.Context) (bool, error) // the saved row; nil if none
+	due     time.Time                           // of the next save, or of the restore
 	errs    int
 }
 
@@ -57,12 +63,15 @@ func (c *cluster) rollDue() {
 		r.due = time.Now().Add(c.randBetween(minRollbackEvery, maxRollbackEvery))
 		return
 	}
-	c.mu.Lock()
-	c.rollbacks = append(c.rollbacks, time.Now()) // before the write: the gap bound counts from here
-	c.mu.Unlock()
-	if err := r.restore(ctx); err != nil {
+	at := time.Now() // before the write: the gap bound counts from here
+	switch wrote, err := r.restore(ctx); {
+	case err != nil:
 		r.errs++
 		c.t.Logf("rollback: write the lease row back: %v", err)
+	case wrote:
+		c.mu.Lock()
+		c.rollbacks = append(c.rollbacks, at)
+		c.mu.Unlock()
 	}
 	r.restore = nil
 	r.due = time.Now().Add(c.randBetween(minRollbackEvery, maxRollbackEvery))
@@ -73,7 +82,7 @@ func (c *cluster) rollDue() {
 // it. A row that is not there when it is written back (the file was
 // deleted meanwhile) is left alone.
 func saveSQLite(path, name string) saveFunc {
-	return func(ctx context.Context) (func(context.Context) error, error) {
+	return func(ctx context.Context) (func(context.Context) (bool, error), error) {
 		db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
 		if err != nil {
 			return nil, err
@@ -93,16 +102,15 @@ func saveSQLite(path, name string) saveFunc {
 		} else if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) error {
+		return func(ctx context.Context) (bool, error) {
 			db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
 			if err != nil {
-				return err
+				return false, err
 			}
 			defer db.Close()
-			_, err = db.ExecContext(ctx, `UPDATE leaderaware_lease SET holder = ?, token = ?, version = ?, ttl_ms = ?, released = 0,
-				written_at = ?, live_file = ?, live_offset = ?, live_version = ? WHERE name = ?`,
-				holder, token, version, ttl, written, liveFile, liveOffset, liveVersion, name)
-			return err
+			return wroteRow(db.ExecContext(ctx, `UPDATE leaderaware_lease SET holder = ?1, token = ?2, version = ?3, ttl_ms = ?4, released = 0,
+				written_at = ?5, live_file = ?6, live_offset = ?7, live_version = ?8 WHERE name = ?9 AND (token = ?2 OR released)`,
+				holder, token, version, ttl, written, liveFile, liveOffset, liveVersion, name))
 		}, nil
 	}
 }
@@ -111,7 +119,7 @@ func saveSQLite(path, name string) saveFunc {
 // schema.
 func savePostgres(dsn, schema, name string) saveFunc {
 	table := pgx.Identifier{schema, pglease.DefaultTable}.Sanitize()
-	return func(ctx context.Context) (func(context.Context) error, error) {
+	return func(ctx context.Context) (func(context.Context) (bool, error), error) {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
 			return nil, err
@@ -129,15 +137,24 @@ func savePostgres(dsn, schema, name string) saveFunc {
 		} else if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) error {
+		return func(ctx context.Context) (bool, error) {
 			conn, err := pgx.Connect(ctx, dsn)
 			if err != nil {
-				return err
+				return false, err
 			}
 			defer conn.Close(context.WithoutCancel(ctx))
-			_, err = conn.Exec(ctx, `UPDATE `+table+` SET holder = $2, token = $3, version = $4, ttl_us = $5, released = false,
-				written_at = $6 WHERE name = $1`, name, holder, token, version, ttlUS, written)
-			return err
+			tag, err := conn.Exec(ctx, `UPDATE `+table+` SET holder = $2, token = $3, version = $4, ttl_us = $5, released = false,
+				written_at = $6 WHERE name = $1 AND (token = $3 OR released)`, name, holder, token, version, ttlUS, written)
+			return err == nil && tag.RowsAffected() == 1, err
 		}, nil
 	}
+}
+
+// wroteRow reports whether an UPDATE wrote a row.
+func wroteRow(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }

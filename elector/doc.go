@@ -8,7 +8,9 @@
 //
 // Safety comes first, and no clock is ever compared with another. A store
 // keeps, per lease, a fencing token and a version that grows with every
-// write; it never decides that a lease has expired. A candidate does: it
+// write and never repeats, even after the row was rolled back (a failover
+// to a standby that lagged, a restore); it never decides that a lease has
+// expired. A candidate does: it
 // takes over a held lease only after it has seen the same version unchanged
 // for the holder's whole TTL, measured on its own clock from the first
 // moment it saw it, and then only by a compare-and-set on that version. The

@@ -97,11 +97,13 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 // another holder has the lease, it watches it: it reads it again every
 // jittered RetryInterval (or the store watches it in bulk, see
 // [LeaseWatcher], or reports its release, see [ReleaseWatcher]), and once it
-// has seen the same Version unchanged for the holder's TTL (and at least its
-// own), measured on its own clock from the first moment it saw it, it takes
-// the lease over with a compare-and-set on that Version. The watch is kept across calls to Campaign. Each store call
-// is bounded by the trust window (TTL minus TTL/10): an acquire that takes
-// longer could not be trusted anyway.
+// has seen the same Token and Version unchanged for the holder's TTL (and at
+// least its own), measured on its own clock from the first moment it saw
+// them, it takes the lease over with a compare-and-set on that state; any
+// other state, older ones included, starts the watch again. The watch is
+// kept across calls to Campaign. Each store call is bounded by the trust
+// window (TTL minus TTL/10): an acquire that takes longer could not be
+// trusted anyway.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	var (
 		states   <-chan Lease
@@ -192,13 +194,14 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 }
 
 // watchLease records that the candidate saw l now, starting a new watch if
-// l is a newer state than the one it watched, and returns how long the watch
-// has left. An older state (one that a bulk watcher delivered late) changes
-// nothing.
+// l is any other state than the one it watches, and returns how long the
+// watch has left. An older state restarts it too: a row rolled back by a
+// standby failover or a restore shows one, and a watch that kept the newer
+// state would never succeed if the holder is dead. Since versions never
+// repeat, a restart can only delay a takeover.
 func (e *LeaseElector) watchLease(l Lease) time.Duration {
 	e.mu.Lock()
-	w := e.watch.lease
-	if w.Token == 0 || l.Token > w.Token || l.Token == w.Token && l.Version > w.Version {
+	if w := e.watch.lease; l.Token != w.Token || l.Version != w.Version {
 		e.watch = watch{lease: l, since: clock.Now()}
 	}
 	e.mu.Unlock()

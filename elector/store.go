@@ -14,8 +14,9 @@ type Lease struct {
 	// keep it.
 	Token uint64
 	// Version grows with every write to the lease (acquire, renew,
-	// release). A candidate that has seen one Version unchanged for TTL may
-	// take the lease over.
+	// release) and never repeats, even after the row was rolled back. A
+	// candidate that has seen one Version unchanged for TTL may take the
+	// lease over.
 	Version uint64
 	// TTL is the holder's TTL, as it last acquired or renewed.
 	TTL time.Duration
@@ -93,7 +94,10 @@ type LeaseWatcher interface {
 	// (the zero Lease when it is free) whenever the store sees a new state
 	// of it, reading it at least every `every` (or following every write
 	// through the store's own notifications), and a stop function that
-	// the caller must call once it no longer watches. The channel holds the
-	// latest state only; sends never block the store; it is never closed.
+	// the caller must call once it no longer watches. States arrive in
+	// the order the store read them, never one read before a state already
+	// delivered, but a state older than the last (a row rolled back) is
+	// delivered like any other. The channel holds the latest state only;
+	// sends never block the store; it is never closed.
 	WatchLease(name string, every time.Duration) (states <-chan Lease, stop func())
 }

@@ -134,8 +134,35 @@ func TestChaosProcesses(t *testing.T) {
 		}
 		return all, nil
 	}
+	key := prefix + replicatest.LeaseName
+	save := func(ctx context.Context) (func(context.Context) (bool, error), error) {
+		resp, err := raw.Get(ctx, key)
+		if err != nil || len(resp.Kvs) == 0 || isReleased(resp.Kvs[0].Value) {
+			return nil, err
+		}
+		saved, _, err := decodeLease(replicatest.LeaseName, resp.Kvs[0])
+		if err != nil {
+			return nil, err
+		}
+		value := string(resp.Kvs[0].Value)
+		return func(ctx context.Context) (bool, error) {
+			resp, err := raw.Get(ctx, key)
+			if err != nil || len(resp.Kvs) == 0 {
+				return false, err
+			}
+			cur, released, err := decodeLease(replicatest.LeaseName, resp.Kvs[0])
+			if err != nil || !released && cur.Token != saved.Token {
+				return false, err // only over the same term or a released lease (see replicatest.ChaosStore.Save)
+			}
+			// A put cannot lower the revision: the version never goes back.
+			txn, err := raw.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)).
+				Then(clientv3.OpPut(key, value)).Commit()
+			return err == nil && txn.Succeeded, err
+		}, nil
+	}
 	replicatest.Chaos(t, replicatest.ChaosStore{
 		Args: []string{"-endpoint", srv.endpoint, "-prefix", prefix, "-writes", writes},
 		Read: read,
+		Save: save,
 	})
 }

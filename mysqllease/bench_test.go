@@ -135,7 +135,7 @@ func bareTakeover(ctx context.Context, s *Store, db *sql.DB, observed elector.Le
 	if err != nil || token == 0 {
 		return elector.Lease{}, fmt.Errorf("take: token %d, %v", token, err)
 	}
-	return elector.Lease{Name: cur.Name, Holder: holder, Token: token, Version: cur.Version + 1,
+	return elector.Lease{Name: cur.Name, Holder: holder, Token: token, Version: takeVersion(cur.Version, token),
 		TTL: fromMicros(micros(ttl)), Written: time.UnixMicro(written)}, nil
 }
 

@@ -72,7 +72,9 @@
 // acquire; tokens outrun the clock only at more than one term per
 // microsecond. No clock is ever compared to decide who holds a lease. A
 // high-water mark would put one hot row under every acquire of every name
-// and, on a failover that loses writes, be lost with them.
+// and, on a failover that loses writes, be lost with them. Versions are
+// floored at the same clock by every write, so a row rolled back by such a
+// failover or a restore never repeats a version a candidate watched.
 //
 // # Connections
 //

@@ -5,6 +5,7 @@ package mysqllease
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"testing"
 	"time"
@@ -113,5 +114,30 @@ func TestChaosProcesses(t *testing.T) {
 		Args:            []string{"-dsn", testDSN(t), "-table", table},
 		Read:            read,
 		PauseHoldsLocks: true,
+		Save:            saveLease(s),
 	})
+}
+
+// saveLease saves the held row of replicatest.LeaseName in s's table and
+// returns a function that writes it back (nil if it is free), as a
+// failover to a replica that lagged would (see replicatest.ChaosStore).
+func saveLease(s *Store) func(context.Context) (func(context.Context) (bool, error), error) {
+	return func(ctx context.Context) (func(context.Context) (bool, error), error) {
+		var (
+			holder              string
+			token, version, ttl uint64
+		)
+		err := s.DB().QueryRowContext(ctx, `SELECT holder, token, version, ttl_us FROM `+s.Table()+` WHERE name = ? AND NOT released`,
+			replicatest.LeaseName).Scan(&holder, &token, &version, &ttl)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (bool, error) {
+			n, err := affected(s.DB().ExecContext(ctx, `UPDATE `+s.Table()+` SET holder = ?, version = ?, ttl_us = ?, released = FALSE, token = ?
+				WHERE name = ? AND (token = ? OR released)`, holder, version, ttl, token, replicatest.LeaseName, token))
+			return n == 1, err
+		}, nil
+	}
 }

@@ -76,17 +76,24 @@ func (s *Store) prepareSQL() {
 	// A new row's token is the server's clock in microseconds, and a new
 	// term's token is at least that: tokens keep growing after the rows are
 	// deleted or the table truncated (see the package documentation).
+	// Every write floors the new version at that clock too, so that
+	// versions never repeat after the rows were rolled back (a failover to
+	// a standby that lagged, a restore). A new row's version is its token.
 	s.sqlInsert = `INSERT INTO ` + t + ` (name, holder, token, version, ttl_us, released, written_at)
-VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), 1, ?, FALSE, ` + writtenAt + `)`
+VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), ` + nowMicros + `, ?, FALSE, ` + writtenAt + `)`
 	// The compare-and-set is on the exact state the candidate just read:
 	// token and version (every write bumps the version), so the new
-	// version is the read one + 1.
-	s.sqlTake = `UPDATE ` + t + ` SET holder = ?, token = LAST_INSERT_ID(GREATEST(token + 1, ` + nowMicros + `)), version = version + 1,
+	// version follows from the read one and the new token (takeVersion).
+	// The version is set before the token: its expression then reads the
+	// old token whether the server assigns from left to right (MySQL) or
+	// all at once (MariaDB's SIMULTANEOUS_ASSIGNMENT).
+	s.sqlTake = `UPDATE ` + t + ` SET holder = ?, version = GREATEST(version + 1, token + 1, ` + nowMicros + `),
+	token = LAST_INSERT_ID(GREATEST(token + 1, ` + nowMicros + `)),
 	ttl_us = ?, released = FALSE, written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND version = ?`
-	s.sqlRenew = `UPDATE ` + t + ` SET version = LAST_INSERT_ID(version + 1), ttl_us = ?, written_at = ` + writtenAt + `
+	s.sqlRenew = `UPDATE ` + t + ` SET version = LAST_INSERT_ID(GREATEST(version + 1, ` + nowMicros + `)), ttl_us = ?, written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
-	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = LAST_INSERT_ID(version + 1), written_at = ` + writtenAt + `
+	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = LAST_INSERT_ID(GREATEST(version + 1, ` + nowMicros + `)), written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
 	s.sqlFence = `SELECT token FROM ` + t + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released LOCK IN SHARE MODE`
@@ -115,7 +122,7 @@ const acquireAttempts = 5
 // for a new name. If the lease changed in between, the statement changes
 // nothing and TryAcquire reads again. The returned lease is the one the
 // statement wrote, with no read back: its token comes back as the
-// statement's LAST_INSERT_ID, its version is the one read + 1.
+// statement's LAST_INSERT_ID, and its version follows from it.
 //
 // A takeover that waits for the row lock (behind a fenced write) gives up
 // when ctx ends; on MariaDB the server gives up with it (the statement
@@ -175,14 +182,13 @@ func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl
 // take starts holder's term in one statement if the lease is still cur,
 // the state just read (no row if !exists), and reports whether it did.
 func (s *Store) take(ctx context.Context, q querier, name, holder string, ttl time.Duration, exists bool, cur elector.Lease) (elector.Lease, bool, error) {
-	l := elector.Lease{Name: name, Holder: holder, Version: 1, TTL: fromMicros(micros(ttl))}
+	l := elector.Lease{Name: name, Holder: holder, TTL: fromMicros(micros(ttl))}
 	written := wallMicros()
 	var (
 		res sql.Result
 		err error
 	)
 	if exists {
-		l.Version = cur.Version + 1
 		res, err = q.ExecContext(ctx, s.bounded(ctx, s.sqlTake), holder, micros(ttl), written, name, cur.Token, cur.Version)
 	} else {
 		res, err = q.ExecContext(ctx, s.bounded(ctx, s.sqlInsert), name, holder, micros(ttl), written)
@@ -194,9 +200,16 @@ func (s *Store) take(ctx context.Context, q querier, name, holder string, ttl ti
 	if err != nil || token == 0 {
 		return elector.Lease{}, false, err
 	}
-	l.Token, l.Written = token, time.UnixMicro(written)
+	l.Token, l.Version, l.Written = token, token, time.UnixMicro(written)
+	if exists {
+		l.Version = takeVersion(cur.Version, token)
+	}
 	return l, true, nil
 }
+
+// takeVersion is the version that sqlTake writes over version old when it
+// issues token: above old and at least the server clock, which token is.
+func takeVersion(old, token uint64) uint64 { return max(old+1, token) }
 
 // bounded prefixes query, a write that may wait for a row lock, with the
 // time left until ctx's deadline as its max_statement_time on MariaDB, so
@@ -250,16 +263,17 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := s.check(ctx, l.Name, time.Second); err != nil {
 		return err
 	}
-	var version uint64
+	var version, at uint64
 	err := s.leases.do(ctx, func(q querier) (err error) {
 		version, err = wrote(q.ExecContext(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder))
+		at = s.watch.mark()
 		return err
 	})
 	if err != nil {
 		return s.opErr("release", l.Name, err)
 	}
 	if version != 0 {
-		s.watch.released(l.Name, leaseState{token: l.Token, version: version, free: true})
+		s.watch.released(l.Name, leaseState{token: l.Token, version: version, free: true}, at)
 	}
 	return nil
 }

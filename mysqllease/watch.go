@@ -75,6 +75,9 @@ type watcher struct {
 	cancel context.CancelFunc // stops the poller; nil when none runs
 	kick   chan struct{}      // buffered 1: poll now
 	closed bool               // set by close: start nothing
+	// seq counts the marks that order the poller's reads and the local
+	// releases (see mark).
+	seq uint64
 
 	wg         sync.WaitGroup // the poller, and one that is still ending
 	statements atomic.Int64   // poll statements so far, for tests
@@ -87,6 +90,10 @@ type watchedName struct {
 	// a poll that read it before one of them does not deliver its older
 	// state.
 	releases uint64
+	// readAt is the mark of the poll whose read of the name was delivered
+	// last, so that a local release that wrote before that poll began is
+	// not delivered after it.
+	readAt uint64
 }
 
 // watchSub is one WatchLease (states) or WatchRelease (released) call.
@@ -105,21 +112,15 @@ type leaseState struct {
 	free           bool // released, or no row (token and version 0)
 }
 
-// before reports whether st is older than last, a state of a later write:
-// tokens and, within a term, versions only grow. A missing row (token 0)
-// is never older: it was deleted.
-func (st leaseState) before(last leaseState) bool {
-	return st.token != 0 && (st.token < last.token || st.token == last.token && st.version < last.version)
-}
-
 // deliver hands the state st (whose lease is l, zero if free) to sub if it
-// is the first or a newer one (a poll or a local release that ran late
-// may offer an older one): the lease itself on states, replacing one sub
-// has not received yet; a value on released if it is free. w.mu is held,
-// which makes the send never block: all senders hold it, so the buffer is
-// empty after the drain.
+// is the first or another one than sub got last: the lease itself on
+// states, replacing one sub has not received yet; a value on released if
+// it is free. An older state is delivered too (a row rolled back shows
+// one): the callers keep the order of reads and writes (see mark). w.mu is
+// held, which makes the send never block: all senders hold it, so the
+// buffer is empty after the drain.
 func (sub *watchSub) deliver(st leaseState, l elector.Lease) {
-	if sub.seen && (sub.last == st || st.before(sub.last)) {
+	if sub.seen && sub.last == st {
 		return
 	}
 	sub.seen, sub.last = true, st
@@ -199,9 +200,20 @@ func (w *watcher) remove(name string, sub *watchSub) {
 	}
 }
 
+// mark returns a new mark: a poll takes one before its read, a release
+// after its write, so that a release whose mark is below the readAt of its
+// name wrote before that delivered read began.
+func (w *watcher) mark() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	return w.seq
+}
+
 // released delivers st, the state that a release through this Store just
-// wrote, to the watchers of name at once.
-func (w *watcher) released(name string, st leaseState) {
+// wrote (its mark taken after the write), to the watchers of name at once,
+// unless a poll that began after the write delivered a state already.
+func (w *watcher) released(name string, st leaseState, at uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wn := w.byName[name]
@@ -209,6 +221,9 @@ func (w *watcher) released(name string, st leaseState) {
 		return
 	}
 	wn.releases++
+	if wn.readAt > at {
+		return
+	}
 	for sub := range wn.subs {
 		sub.deliver(st, elector.Lease{})
 	}
@@ -262,6 +277,8 @@ func (w *watcher) poll(ctx context.Context, kick <-chan struct{}) {
 		names, counts = names[:0], counts[:0]
 		every := w.s.opts.poll
 		w.mu.Lock()
+		w.seq++
+		readAt := w.seq
 		for name, wn := range w.byName {
 			names = append(names, name)
 			counts = append(counts, wn.releases)
@@ -285,6 +302,7 @@ func (w *watcher) poll(ctx context.Context, kick <-chan struct{}) {
 					if !ok {
 						row.state.free = true // no row
 					}
+					wn.readAt = readAt
 					for sub := range wn.subs {
 						sub.deliver(row.state, row.lease)
 					}

@@ -398,27 +398,39 @@ func TestWatchLeaseCandidatesMakeNoCalls(t *testing.T) {
 	watchtest.CandidatesMakeNoCalls(t, c)
 }
 
-// TestDeliverDropsOlderStates: a state older than the one a watcher got
-// last (a local release that ran late, a poll of a lagging replica) is not
-// delivered; a deleted row (token 0) always is.
-func TestDeliverDropsOlderStates(t *testing.T) {
+// TestDeliverRolledBackStates: a state older than the one a watcher got
+// last, as a row rolled back shows, is delivered (a candidate that kept
+// the newer one would wait for it forever); the same state is not
+// delivered twice.
+func TestDeliverRolledBackStates(t *testing.T) {
 	sub := &watchSub{states: make(chan elector.Lease, 1)}
-	sub.deliver(leaseState{token: 5, version: 1}, elector.Lease{Token: 5, Version: 1})
-	require.Equal(t, uint64(5), (<-sub.states).Token)
-	sub.deliver(leaseState{token: 4, version: 3, free: true}, elector.Lease{})
-	sub.deliver(leaseState{token: 5, version: 0}, elector.Lease{Token: 5})
-	select {
-	case l := <-sub.states:
-		t.Fatalf("an older state was delivered: %+v", l)
-	default:
+	for _, st := range []leaseState{{token: 5, version: 3}, {token: 5, version: 1}, {token: 4, version: 7}} {
+		sub.deliver(st, elector.Lease{Token: st.token, Version: st.version})
+		select {
+		case l := <-sub.states:
+			assert.Equal(t, st.version, l.Version)
+		default:
+			t.Fatalf("state %+v was not delivered", st)
+		}
 	}
-	sub.deliver(leaseState{free: true}, elector.Lease{})
-	select {
-	case l := <-sub.states:
-		assert.Zero(t, l.Token, "the deleted row")
-	default:
-		t.Fatal("a deleted row was not delivered")
-	}
+	sub.deliver(leaseState{token: 4, version: 7}, elector.Lease{Token: 4, Version: 7})
+	assert.Empty(t, sub.states, "the same state again")
+}
+
+// TestLateReleaseNotDelivered: a local release that wrote before a poll
+// began, but reaches the watcher after that poll delivered, is not
+// delivered: the poll's state is newer. A release after the poll is.
+func TestLateReleaseNotDelivered(t *testing.T) {
+	sub := &watchSub{states: make(chan elector.Lease, 1)}
+	w := &watcher{byName: map[string]*watchedName{"job": {subs: map[*watchSub]struct{}{sub: {}}}}}
+	wrote := w.mark()                 // the release's write returned
+	w.byName["job"].readAt = w.mark() // a poll began, read the next term and delivered it
+	sub.deliver(leaseState{token: 6, version: 1}, elector.Lease{Token: 6, Version: 1})
+	<-sub.states
+	w.released("job", leaseState{token: 5, version: 9, free: true}, wrote)
+	assert.Empty(t, sub.states, "a release older than the poll's read was delivered")
+	w.released("job", leaseState{token: 6, version: 2, free: true}, w.mark())
+	assert.Len(t, sub.states, 1, "a release after the poll's read")
 }
 
 // TestWatchNothingAfterClose: a state that a watcher has not received when

@@ -47,7 +47,9 @@
 //     observed is answered from that read, without a row lock. The new
 //     token is one more than the last and at least the server's clock in
 //     microseconds, so tokens keep growing even if the rows are deleted or
-//     the table truncated.
+//     the table truncated. Every write floors the new version at that
+//     clock too, so a row rolled back (a failover to a standby that lagged,
+//     a restore) never repeats a version a candidate watched.
 //   - Renew is one UPDATE that matches name, holder, token and an unreleased
 //     lease and bumps the version; otherwise it reports
 //     [elector.ErrLeaseLost].

@@ -96,7 +96,9 @@
 // The store compares no times. Candidates decide that a lease ran out by
 // watching it unchanged for its TTL on their own clocks (see package
 // elector), so no step of the wall clock can make two leaders; the wall
-// clock only floors new tokens and stamps written_at for display.
+// clock only floors new tokens and versions (so that a file restored from
+// an older copy never repeats a version a candidate watched) and stamps
+// written_at for display.
 //
 // All candidates must run on one host, because SQLite's locks and the WAL's
 // shared memory do not work across hosts. Do not put the file on a network

@@ -72,9 +72,10 @@ func (sc *sidecar) gone(id holderID) bool {
 }
 
 // clearSQL forgets the liveness record of every unreleased lease that this
-// Store (?1 file, ?2 offset) holds, bumping the version. Candidates then
+// Store (?1 file, ?2 offset) holds, bumping the version (floored at ?3,
+// the wall clock in ms, as the lease statements floor it). Candidates then
 // apply the elapsed-time rule alone to those leases.
-const clearSQL = `UPDATE ` + leaseTable + ` SET version = version + 1, written_at = ?3,
+const clearSQL = `UPDATE ` + leaseTable + ` SET version = max(version + 1, ?3 * 1000), written_at = ?3,
 	live_file = NULL, live_offset = NULL, live_version = NULL
 WHERE live_file = ?1 AND live_offset = ?2 AND live_version = version AND NOT released`
 

@@ -248,7 +248,7 @@ func TestLiveCloseClears(t *testing.T) {
 	assert.Empty(t, f)
 	assert.Zero(t, o)
 	assert.Zero(t, lv)
-	assert.EqualValues(t, held.Version+1, v, "the clear is a write: it bumps the version")
+	assert.Greater(t, uint64(v), held.Version, "the clear is a write: it bumps the version")
 	_, _, _, v = liveColumns(t, b.DB(), "released")
 	assert.Equal(t, releasedVersion, v, "a released lease is not touched")
 

@@ -114,7 +114,7 @@ func TestRenewBatch(t *testing.T) {
 			continue
 		}
 		require.NoError(t, r.err, leases[r.i].Name)
-		assert.Equal(t, leases[r.i].Version+1, r.l.Version)
+		assert.Greater(t, r.l.Version, leases[r.i].Version)
 		assert.Equal(t, 2*time.Minute, r.l.TTL)
 		stored, err := s.Get(ctx, r.l.Name)
 		require.NoError(t, err)
@@ -153,11 +153,14 @@ func TestRenewBatchTerms(t *testing.T) {
 			versions[r.l.Version] = true
 		}
 	}
-	assert.Equal(t, map[uint64]bool{leases[1].Version + 1: true, leases[1].Version + 2: true}, versions,
-		"two renewals of one term: two versions")
+	require.Len(t, versions, 2, "two renewals of one term: two versions")
 	stored, err := s.Get(ctx, leases[1].Name)
 	require.NoError(t, err)
-	assert.Equal(t, leases[1].Version+2, stored.Version)
+	for v := range versions {
+		assert.Greater(t, v, leases[1].Version)
+		assert.LessOrEqual(t, v, stored.Version)
+	}
+	assert.True(t, versions[stored.Version], "the row has the later renewal's version")
 	t.Logf("batches: %v", sizes())
 }
 

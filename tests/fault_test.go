@@ -121,15 +121,20 @@ func TestFaultsPostgres(t *testing.T) {
 
 	// waitLeader waits until a leader runs its job with a term won after
 	// since, or renewed at least twice after since, and returns how long
-	// after since it saw it. before is the leader's state at since.
+	// after since it saw it. before is the leader's state at since. Each
+	// new version it sees is a renewal (versions grow by more than one).
 	waitLeader := func(since time.Time, before leaderState, timeout time.Duration) (time.Duration, leaderState, bool) {
 		deadline := since.Add(timeout)
+		renewals, last := 0, before.version
 		for {
 			now := time.Now()
 			cur := rec.current()
 			if cur.term != nil && isOpen(cur.term.Done()) {
 				l := cur.term.Lease()
-				if cur.started.After(since) || l.Token == before.token && l.Version >= before.version+2 {
+				if l.Token == before.token && l.Version != last {
+					renewals, last = renewals+1, l.Version
+				}
+				if cur.started.After(since) || l.Token == before.token && renewals >= 2 {
 					return now.Sub(since), cur, true
 				}
 			}

@@ -53,6 +53,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) elector.Store) {
 		{"HeldBySelf", testHeldBySelf},
 		{"NamesAreIndependent", testNamesAreIndependent},
 		{"RenewBumpsVersion", testRenewBumpsVersion},
+		{"VersionsGrow", testVersionsGrow},
 		{"TakeoverNeedsTheObservedVersion", testTakeover},
 		{"RenewAfterTakeover", testRenewAfterTakeover},
 		{"RenewAfterRelease", testRenewAfterRelease},
@@ -166,6 +167,33 @@ func testRenewBumpsVersion(t *testing.T, s elector.Store, name string) {
 	r2, err := s.Renew(ctx(t), l, ttl)
 	require.NoError(t, err)
 	assert.Greater(t, r2.Version, r.Version)
+}
+
+// testVersionsGrow: every write gives the lease a version above all it had
+// (acquire, renewals, a release and the next acquire, a takeover), so that
+// a candidate never sees one version twice.
+func testVersionsGrow(t *testing.T, s elector.Store, name string) {
+	var last uint64
+	next := func(l elector.Lease, after string) elector.Lease {
+		t.Helper()
+		assert.Greater(t, l.Version, last, "the version after %s", after)
+		last = l.Version
+		return l
+	}
+	renew := func(l elector.Lease) elector.Lease {
+		t.Helper()
+		r, err := s.Renew(ctx(t), l, ttl)
+		require.NoError(t, err)
+		return next(r, "a renewal")
+	}
+	l := next(acquire(t, s, name, "a", elector.Lease{}), "the first acquire")
+	for range 3 {
+		l = renew(l)
+	}
+	require.NoError(t, s.Release(ctx(t), l))
+	last++ // the release wrote a version of its own
+	l = renew(next(acquire(t, s, name, "b", elector.Lease{}), "a release and an acquire"))
+	next(acquire(t, s, name, "c", l), "a takeover")
 }
 
 func testTakeover(t *testing.T, s elector.Store, name string) {

@@ -20,7 +20,8 @@ type Statements struct {
 	// (true: the new term; false: the lease found held) and then holder,
 	// token, version, ttl_us and written_at, or no row if the compare-and-set
 	// found the row changed since the snapshot. The new token is larger than
-	// the last one and than the server's clock in microseconds.
+	// the last one and than the server's clock in microseconds; so is the
+	// new version, as in every write.
 	Acquire string
 
 	// Renew records TTL $4 microseconds and bumps the version if holder $2
@@ -59,6 +60,11 @@ type Statements struct {
 	List string
 }
 
+// nowMicros is the server's clock in microseconds since the Unix epoch: the
+// floor of every new token and version, so that neither repeats after the
+// rows were rolled back (a failover to a standby that lagged, a restore).
+const nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+
 // For returns the statements on table, a quoted and schema-qualified name
 // such as pglease's Store.Table returns.
 func For(table string) Statements {
@@ -68,10 +74,10 @@ func For(table string) Statements {
 	SELECT holder, token, version, ttl_us, written_at, released FROM ` + table + ` WHERE name = $1
 ), won AS (
 	INSERT INTO ` + table + ` AS l (name, holder, token, version, ttl_us, released, written_at)
-	SELECT $1, $2::text, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 1, $3::bigint, false, now()
+	SELECT $1, $2::text, ` + nowMicros + `, ` + nowMicros + `, $3::bigint, false, now()
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT released AND NOT (token = $4 AND version = $5))
 	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token),
-		version = l.version + 1, ttl_us = excluded.ttl_us, released = false, written_at = excluded.written_at
+		version = GREATEST(l.version + 1, excluded.version), ttl_us = excluded.ttl_us, released = false, written_at = excluded.written_at
 	WHERE l.released OR (l.token = $4 AND l.version = $5)
 	RETURNING holder, token, version, ttl_us, written_at
 )
@@ -79,7 +85,7 @@ SELECT true, holder, token, version, ttl_us, written_at FROM won
 UNION ALL
 SELECT false, holder, token, version, ttl_us, written_at FROM cur
 WHERE NOT released AND NOT (token = $4 AND version = $5)`,
-		Renew: `UPDATE ` + table + ` SET version = version + 1, ttl_us = $4, written_at = now()
+		Renew: `UPDATE ` + table + ` SET version = GREATEST(version + 1, ` + nowMicros + `), ttl_us = $4, written_at = now()
 WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
 RETURNING version, ttl_us, written_at`,
 		RenewBatch: `WITH mine AS (
@@ -88,11 +94,11 @@ RETURNING version, ttl_us, written_at`,
 	JOIN ` + table + ` AS l ON l.name = b.name AND l.holder = b.holder AND l.token = b.token AND NOT l.released
 	FOR NO KEY UPDATE OF l SKIP LOCKED
 )
-UPDATE ` + table + ` AS l SET version = l.version + 1, ttl_us = mine.ttl_us, written_at = now()
+UPDATE ` + table + ` AS l SET version = GREATEST(l.version + 1, ` + nowMicros + `), ttl_us = mine.ttl_us, written_at = now()
 FROM mine WHERE l.name = mine.name
 RETURNING l.name, l.version, l.ttl_us, l.written_at`,
 		Release: `WITH released AS (
-	UPDATE ` + table + ` SET released = true, version = version + 1, written_at = now()
+	UPDATE ` + table + ` SET released = true, version = GREATEST(version + 1, ` + nowMicros + `), written_at = now()
 	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
 	RETURNING name
 )

@@ -47,7 +47,22 @@ type ChaosStore struct {
 	// candidates from taking over until it resumes, so a pause longer than
 	// the TTL may lengthen a leaderless gap by its excess.
 	PauseHoldsLocks bool
+	// Save, if set, saves the lease row of LeaseName as it is now, if it
+	// is held, and returns a function that writes it back and reports
+	// whether it did (nil if nothing was saved), as a failover to a replica that lagged or a restore of a
+	// backup would: Chaos then rolls the row back while replicas run. The
+	// write-back goes only over the same term or a released row: one that
+	// loses a live holder's takeover lets a candidate that missed it lead
+	// while that holder still trusts its term, whatever the protocol.
+	Save func(context.Context) (restore func(context.Context) (bool, error), err error)
 }
+
+// Rollbacks (ChaosStore.Save): the lease row is saved every 1–3 s and
+// written back 0.6–1.5 s later (one to three renewals).
+const (
+	minRollbackAfter, maxRollbackAfter = 600 * time.Millisecond, 1500 * time.Millisecond
+	minRollbackEvery, maxRollbackEvery = time.Second, 3 * time.Second
+)
 
 // Chaos runs four replicas as processes, each with a store of its own, for
 // -chaos.duration. Once a leader has written and led for 1–2 s, it
@@ -78,7 +93,41 @@ func Chaos(t *testing.T, s ChaosStore) {
 		killAt  time.Time
 	}
 	var pending []restart
+	var (
+		restoreRow func(context.Context) (bool, error) // saved, to write back at rollAt
+		rollAt     = time.Now().Add(between(minRollbackEvery, maxRollbackEvery))
+		rollbacks  []time.Time
+	)
+	// roll saves the lease row or writes it back when that is due.
+	roll := func() {
+		if s.Save == nil || time.Now().Before(rollAt) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if restoreRow == nil {
+			restore, err := s.Save(ctx)
+			if err != nil {
+				t.Logf("rollback: save the lease row: %v", err)
+			}
+			if restoreRow = restore; restore != nil {
+				rollAt = time.Now().Add(between(minRollbackAfter, maxRollbackAfter))
+				return
+			}
+		} else {
+			at := time.Now() // before the write: the gap bound counts from here
+			switch wrote, err := restoreRow(ctx); {
+			case err != nil:
+				t.Logf("rollback: write the lease row back: %v", err)
+			case wrote:
+				rollbacks = append(rollbacks, at)
+			}
+			restoreRow = nil
+		}
+		rollAt = time.Now().Add(between(minRollbackEvery, maxRollbackEvery))
+	}
 	tick := func() {
+		roll()
 		now := time.Now()
 		kept := pending[:0]
 		for _, r := range pending {
@@ -177,7 +226,7 @@ func Chaos(t *testing.T, s ChaosStore) {
 	}
 	lines, ps := c.snapshot()
 	b := chaosBounds{ttl: procTTL, base: procTTL + procRetry + chaosEvery + procMargin, perTerm: procTTL + procRetry + 500*time.Millisecond,
-		pauseHoldsLocks: s.PauseHoldsLocks}
+		pauseHoldsLocks: s.PauseHoldsLocks, retry: procRetry, rollbacks: rollbacks}
 	rep := checkChaos(rows, lines, ps, b)
 	for i, v := range rep.violations {
 		if i == 20 {
@@ -195,6 +244,12 @@ func Chaos(t *testing.T, s ChaosStore) {
 			break
 		}
 		t.Log(e)
+	}
+	if s.Save != nil {
+		t.Logf("chaos: %d rollbacks of the lease row", len(rollbacks))
+		if len(rollbacks) == 0 {
+			t.Errorf("the lease row was never rolled back")
+		}
 	}
 	if kills+pauses+stops == 0 || rep.terms < 2 {
 		t.Errorf("no chaos: %d crashes, %d pauses, %d stops, %d terms with writes", kills, pauses, stops, rep.terms)
@@ -275,6 +330,12 @@ type chaosBounds struct {
 	// pauseHoldsLocks: a pause of the old leader longer than the TTL adds
 	// its excess.
 	pauseHoldsLocks bool
+	// rollbacks are when the test wrote a saved lease row back. One inside
+	// a gap ends the leader's term at its next renewal, and candidates
+	// watch the older state from when they see it, within a retry: the gap
+	// may last up to base and retry from the write-back.
+	rollbacks []time.Time
+	retry     time.Duration
 }
 
 // gap is the time between the last write of one term and the first write
@@ -413,6 +474,13 @@ func (b chaosBounds) gapBound(from, to Write, lines []line, pauses []pause) (tim
 			why += ", "
 		}
 		why += fmt.Sprintf("%d terms without writes", terms)
+	}
+	for _, r := range b.rollbacks {
+		if r.After(from.At) && r.Before(to.At) {
+			if rb := r.Sub(from.At) + b.base + b.retry; rb > bound {
+				bound, why = rb, fmt.Sprintf("a rollback of the lease row %v into the gap", r.Sub(from.At).Round(time.Millisecond))
+			}
+		}
 	}
 	return bound, why
 }

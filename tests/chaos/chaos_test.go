@@ -55,7 +55,8 @@ func TestChaosSQLite(t *testing.T) {
 	del := func(ctx context.Context, file int) ([]row, uint64, error) {
 		return deleteSQLite(ctx, path, table, file)
 	}
-	runChaos(t, "sqlite", inode, []string{"-db", path, "-table", table, "-name", "chaos-" + unique()}, read, del)
+	name := "chaos-" + unique()
+	runChaos(t, "sqlite", inode, []string{"-db", path, "-table", table, "-name", name}, read, del, saveSQLite(path, name))
 }
 
 // createSQLite creates the lease file at path and returns its inode.
@@ -188,15 +189,17 @@ func TestChaosPostgres(t *testing.T) {
 		}
 		return rows, rs.Err()
 	}
-	runChaos(t, "postgres", 0, []string{"-pg", dsn, "-schema", schema, "-table", "writes", "-name", "chaos-" + unique()}, read, nil)
+	name := "chaos-" + unique()
+	runChaos(t, "postgres", 0, []string{"-pg", dsn, "-schema", schema, "-table", "writes", "-name", name}, read, nil, savePostgres(dsn, schema, name))
 }
 
 // runChaos runs the chaos schedule with the store flags, then reads the rows
 // of the last file with read, adds those of the files del deleted, and
 // checks them. inode is the SQLite file's (0 on PostgreSQL); del is nil on
-// PostgreSQL.
+// PostgreSQL. save, if not nil, adds rollbacks of the lease row (see
+// roller).
 func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
-	read func(ctx context.Context, file int) ([]row, error), del deleteFunc) {
+	read func(ctx context.Context, file int) ([]row, error), del deleteFunc, save saveFunc) {
 	procs, d := *flagProcs, *flagDuration
 	if procs < 3 {
 		t.Fatalf("-chaos.procs=%d: need at least 3, so that a crashed or paused leader leaves 2 live candidates", procs)
@@ -216,6 +219,9 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 
 	began := time.Now()
 	c := newCluster(t, procs, seed, inode, args...)
+	if save != nil {
+		c.roll = &roller{save: save, due: time.Now().Add(c.randBetween(minRollbackEvery, maxRollbackEvery))}
+	}
 	c.run(d, del)
 	c.stopAll()
 	elapsed := time.Since(began)
@@ -290,6 +296,12 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	}
 	if del != nil && len(c.deletions) == 0 {
 		t.Errorf("the SQLite file was never deleted")
+	}
+	if c.roll != nil {
+		t.Logf("%s: %d rollbacks of the lease row (%d failed saves or writes)", store, len(c.rollbacks), c.roll.errs)
+		if len(c.rollbacks) == 0 {
+			t.Errorf("the lease row was never rolled back")
+		}
 	}
 	// A simulated suspend longer than the TTL closes the leader's trust
 	// window by its own clock: the term ends at its next renewal timer.

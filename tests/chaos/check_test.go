@@ -81,6 +81,7 @@ type runLog struct {
 	runs      []jobRun
 	pauses    []pause
 	deletions []time.Time // when the test deleted the SQLite file
+	rollbacks []time.Time // when the test wrote a saved lease row back
 	wrote     []wrote
 }
 
@@ -161,6 +162,17 @@ func (b bounds) gapBound(holder string, from, to row, in *runLog) (bound time.Du
 	if dels > 0 {
 		bound += time.Duration(dels) * b.perDeletion
 		why = joinWhy(why, fmt.Sprintf("%d file deletions", dels))
+	}
+	// A lease row written back to an older term ends the leader's term at
+	// its next renewal, and candidates watch the older state from when
+	// they see it (within a RetryInterval): the gap may last up to base
+	// and a RetryInterval from the write-back.
+	for _, r := range in.rollbacks {
+		if r.After(from.at) && r.Before(to.at) {
+			if rb := r.Sub(from.at) + b.base() + b.retry; rb > bound {
+				bound, why = rb, joinWhy(why, fmt.Sprintf("a rollback of the lease row %v into the gap", r.Sub(from.at).Round(time.Millisecond)))
+			}
+		}
 	}
 	return bound, why
 }

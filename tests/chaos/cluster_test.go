@@ -107,6 +107,7 @@ type cluster struct {
 	pending  []restart       // owned by the test goroutine
 	offsets  []time.Duration // wall-clock step of each slot's "host"; owned by the test goroutine
 	nextStep time.Time       // owned by the test goroutine
+	roll     *roller         // the rollback fault, if the store has one; owned by the test goroutine
 
 	mu          sync.Mutex
 	closing     bool
@@ -129,7 +130,8 @@ type cluster struct {
 	wrote       []wrote
 	suspends    []*suspension
 	deletions   []time.Time
-	copied      []row // rows of deleted files
+	rollbacks   []time.Time // when the test wrote a saved lease row back
+	copied      []row       // rows of deleted files
 	refused     int
 	zombies     int      // zombie writes refused
 	zombieLines []string // zombie writes that committed
@@ -332,6 +334,7 @@ func (c *cluster) waitUntil(timeout time.Duration, cond func() bool) bool {
 	for {
 		c.restartDue()
 		c.stepDue()
+		c.rollDue()
 		c.mu.Lock()
 		ok := cond()
 		c.mu.Unlock()
@@ -661,7 +664,7 @@ func (c *cluster) liveCount() int {
 func (c *cluster) log() runLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	in := runLog{pauses: c.pauses, deletions: c.deletions, wrote: c.wrote}
+	in := runLog{pauses: c.pauses, deletions: c.deletions, wrote: c.wrote, rollbacks: c.rollbacks}
 	for i, s := range c.starts {
 		s.file = c.fileOf(c.startInode[i])
 		in.starts = append(in.starts, s)

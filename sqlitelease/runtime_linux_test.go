@@ -44,6 +44,12 @@ func TestLiveFileDamagedWhileRunning(t *testing.T) {
 		{"overwritten", func(live string) error { return os.WriteFile(live, []byte("x\n"), 0o600) }},
 		{"truncated", func(live string) error { return os.Truncate(live, 3) }},
 		{"emptied", func(live string) error { return os.Truncate(live, 0) }},
+		{"replaced", func(live string) error {
+			if err := os.WriteFile(live+".new", nil, 0o600); err != nil {
+				return err
+			}
+			return os.Rename(live+".new", live)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "app.db")

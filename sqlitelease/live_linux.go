@@ -243,6 +243,15 @@ func (sc *sidecar) held(offset int64) (bool, error) {
 	return lk.Type != unix.F_UNLCK, nil
 }
 
+// othersLocked reports whether another Store may hold a liveness lock in
+// the file: a lock of another open file description is on some byte after
+// byte 0 (F_OFD_GETLK over them all), or the test failed.
+func (sc *sidecar) othersLocked() bool {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: 1, Len: 0}
+	err := sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk) })
+	return err != nil || lk.Type != unix.F_UNLCK
+}
+
 // close closes the file, which drops this Store's lock. It is safe to call
 // twice.
 func (sc *sidecar) close() error {

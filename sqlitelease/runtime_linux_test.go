@@ -1,6 +1,8 @@
 package sqlitelease_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,4 +71,162 @@ func TestLiveFileDamagedWhileRunning(t *testing.T) {
 			require.Equal(t, last.Token, liveMark(t, path), "the mark is whole again")
 		})
 	}
+}
+
+// backup copies the database at path, as it is now, to a new file of the
+// same directory and returns its path.
+func backup(t *testing.T, s *sqlitelease.Store, path string) string {
+	t.Helper()
+	to := path + ".backup"
+	_ = os.Remove(to)
+	_, err := s.DB().ExecContext(bg(t), `VACUUM INTO ?`, to)
+	require.NoError(t, err)
+	return to
+}
+
+// restore moves a copy of the backup over the database at path, the way
+// restores are done (`mv restored.db app.db`), and removes the -wal and
+// -shm files of the file it replaced.
+func restore(t *testing.T, backup, path string) {
+	t.Helper()
+	b, err := os.ReadFile(backup)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path+".restored", b, 0o600))
+	require.NoError(t, os.Rename(path+".restored", path))
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(path + suffix); !errors.Is(err, fs.ErrNotExist) {
+			require.NoError(t, err)
+		}
+	}
+}
+
+// TestFileRestoredWhileRunning moves a backup, taken before the lease was
+// acquired, over the file while its holder and a candidate run. The holder's
+// term must end, and the Stores must go on with the restored file: the
+// candidate must not take the lease at once (the holder's job may still
+// run), but by the elapsed-time rule, with a token above every token issued
+// before.
+func TestFileRestoredWhileRunning(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder, candidate := openPath(t, path), openPath(t, path)
+	saved := backup(t, holder, path)
+	l, err := holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	restore(t, saved, path)
+
+	_, err = holder.Renew(bg(t), l, time.Minute)
+	require.ErrorIs(t, err, elector.ErrLeaseLost, "a term on the replaced file must end")
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+
+	held := requireHeld(t, candidate, "job", "b")
+	next, err := candidate.TryAcquire(bg(t), "job", "b", time.Minute, held)
+	require.NoError(t, err, "once watched for its TTL, the lease is taken over")
+	require.Greater(t, next.Token, l.Token, "tokens never go back")
+
+	got, err := openPath(t, path).Get(bg(t), "job")
+	require.NoError(t, err)
+	require.Equal(t, next, got, "the term is in the file at the path")
+	got, err = holder.Get(bg(t), "job")
+	require.NoError(t, err, "the holder's Store works on the restored file")
+	require.Equal(t, next, got)
+	_, err = holder.Renew(bg(t), l, time.Minute)
+	require.ErrorIs(t, err, elector.ErrLeaseLost, "the old term stays ended")
+}
+
+// TestFileRestoredFreshStore opens a new Store on a restored file while the
+// Store of a holder on the replaced file still runs and has not looked at
+// the file since. The new Store must not take the lease at once.
+func TestFileRestoredFreshStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder := openPath(t, path)
+	saved := backup(t, holder, path)
+	for _, name := range []string{"known", "new"} {
+		if name == "known" {
+			l, err := holder.TryAcquire(bg(t), name, "a", time.Minute, elector.Lease{})
+			require.NoError(t, err)
+			require.NoError(t, holder.Release(bg(t), l))
+			saved = backup(t, holder, path) // the lease is free in the backup
+		}
+		_, err := holder.TryAcquire(bg(t), name, "a", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+	}
+
+	restore(t, saved, path)
+
+	fresh := openPath(t, path)
+	requireHeld(t, fresh, "known", "b")
+	requireHeld(t, fresh, "new", "b") // absent from the backup
+}
+
+// TestFileRestoredWhileStopped restores a file while no process has it open:
+// nothing can run a term of the replaced file, so a new Store takes a free
+// lease at once, with a token above every token issued before.
+func TestFileRestoredWhileStopped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	s, err := sqlitelease.Open(path)
+	require.NoError(t, err)
+	saved := backup(t, s, path)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, s.Release(bg(t), l))
+	require.NoError(t, s.Close())
+
+	restore(t, saved, path)
+
+	next, err := openPath(t, path).TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.Greater(t, next.Token, l.Token)
+}
+
+// TestFileDeletedFreshStoreWaits deletes the file under a holder and opens a
+// new Store on the path, which creates a new file. The old holder's Store
+// still runs, so its job may too: the new Store must not take the lease at
+// once.
+func TestFileDeletedFreshStoreWaits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder := openPath(t, path)
+	_, err := holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	removeDB(t, path)
+
+	requireHeld(t, openPath(t, path), "job", "b")
+}
+
+// TestFileReplacedWithItsLog moves another file over the database but leaves
+// the replaced file's -wal and -shm next to it, which SQLite would read
+// into the new file. The Store must not open it, and must say so in its
+// health check until they are gone; then it goes on with the new file.
+// A deleted file is unhealthy too.
+func TestFileReplacedWithItsLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	s := openPath(t, path)
+	saved := backup(t, s, path)
+	l, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, s.Healthy(nil))
+
+	b, err := os.ReadFile(saved)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path+".restored", b, 0o600))
+	require.NoError(t, os.Rename(path+".restored", path))
+
+	_, err = s.Renew(bg(t), l, time.Minute)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	err = s.Healthy(nil)
+	t.Log(err)
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	require.ErrorContains(t, err, path+"-wal")
+	_, err = s.Get(bg(t), "job")
+	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+
+	for _, suffix := range []string{"-wal", "-shm"} {
+		require.NoError(t, os.Remove(path+suffix))
+	}
+	require.NoError(t, s.Healthy(nil), "the Store opened the new file")
+	requireHeld(t, s, "job", "b")
+
+	removeDB(t, path)
+	require.ErrorIs(t, s.Healthy(nil), sqlitelease.ErrFileChanged, "no file is at the path")
 }

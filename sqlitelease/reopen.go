@@ -34,7 +34,9 @@ import (
 //
 // SQLite pairs a database with the -wal and -shm files at its path: the old
 // file's are the wrong ones for the restored file, so reopen refuses to
-// open the new file while they are still there (see sideFilesGone).
+// open the new file while they are still there (see sideFilesGone). (The
+// last connection to close the old file leaves the -wal at the path, the
+// new file's by then, alone: SQLite sees that its file moved.)
 
 // restoredKey is the key in leaderaware_meta of the high-water mark that a
 // replaced file's rows were marked held at (see restoreSQL).

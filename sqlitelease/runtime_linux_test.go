@@ -108,7 +108,10 @@ func restore(t *testing.T, backup, path string) {
 // before.
 func TestFileRestoredWhileRunning(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
-	holder, candidate := openPath(t, path), openPath(t, path)
+	holder, err := sqlitelease.Open(path)
+	require.NoError(t, err)
+	defer holder.Close() // a second Close returns the first one's result
+	candidate := openPath(t, path)
 	saved := backup(t, holder, path)
 	l, err := holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
@@ -132,6 +135,15 @@ func TestFileRestoredWhileRunning(t *testing.T) {
 	require.Equal(t, next, got)
 	_, err = holder.Renew(bg(t), l, time.Minute)
 	require.ErrorIs(t, err, elector.ErrLeaseLost, "the old term stays ended")
+
+	// Closing the last connections to the old file must leave the new
+	// file's write-ahead log alone: SQLite deletes the -wal at the path.
+	require.NoError(t, holder.Close())
+	_, err = os.Stat(path + "-wal")
+	require.NoError(t, err, "the new file's log is still there")
+	got, err = openPath(t, path).Get(bg(t), "job")
+	require.NoError(t, err)
+	require.Equal(t, next, got)
 }
 
 // TestFileRestoredFreshStore opens a new Store on a restored file while the

@@ -83,7 +83,7 @@ func (s *Store) fenced(ctx context.Context, l elector.Lease, ended func() error,
 	}
 	var tx *sql.Tx
 	err := retryBusy(ctx, func() (err error) {
-		tx, err = s.db.BeginTx(ctx, nil)
+		tx, err = s.DB().BeginTx(ctx, nil)
 		return err
 	})
 	if err != nil {

@@ -95,7 +95,7 @@ func (s *Store) clearLive(lc *leaseConn) error {
 }
 
 func (s *Store) tryClearLive(lc *leaseConn) error {
-	exec, query := s.db.ExecContext, s.db.QueryRowContext
+	exec, query := s.DB().ExecContext, s.DB().QueryRowContext
 	if lc != nil {
 		exec, query = lc.conn.ExecContext, lc.conn.QueryRowContext
 	} else if err := s.checkFile(); err != nil {

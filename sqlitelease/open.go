@@ -126,7 +126,8 @@ func openFile(path string, cfg config) (*Store, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s := &Store{path: path, abs: abs, opened: time.Now(), cfg: cfg, db: db, leaseDB: db, leaseSem: make(chan struct{}, 1)}
+	s := &Store{path: path, abs: abs, opened: time.Now(), cfg: cfg, leaseSem: make(chan struct{}, 1)}
+	s.db.Store(db)
 	s.worker.renewAll = s.renewAll
 	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
@@ -262,7 +263,7 @@ func checkWAL(path, abs string) error {
 // WAL), so the whole set-up is retried.
 func (s *Store) setUp(ctx context.Context) (from int, err error) {
 	err = retryBusy(ctx, func() (err error) {
-		s.lc, from, err = trySetUp(ctx, s.db)
+		s.lc, from, err = trySetUp(ctx, s.DB())
 		return err
 	})
 	return from, err

@@ -127,25 +127,17 @@ func (s *Store) reopen(ctx context.Context, changed error) error {
 	if s.lc != nil {
 		_ = s.lc.close()
 	}
-	if s.leaseDB != s.db {
-		_ = s.leaseDB.Close()
-	}
-	s.lc, s.leaseDB = lc, db
+	s.oldDBs = append(s.oldDBs, s.DB())
+	s.lc = lc
+	s.db.Store(db)
 	s.file.Store(&fi)
 	s.sides = sideFiles(s.abs)
 	s.fileOK.Store(0)
 	s.watch.setDB(db)
-	// New connections of the jobs' pool open the new file; drop the idle
-	// ones, which have the old one open.
-	s.db.SetMaxIdleConns(0)
-	s.db.SetMaxIdleConns(defaultMaxIdle)
 	slog.Warn("sqlitelease: the database file was replaced; the store ended its terms on the old file and opened the new one",
 		"path", s.abs, "ended_up_to_token", s.ended.Load())
 	return nil
 }
-
-// defaultMaxIdle is database/sql's default of SetMaxIdleConns.
-const defaultMaxIdle = 2
 
 // setUpOn sets up the file that db opens, which must be fi, and marks its
 // leases held unless its high-water mark reaches floor.

@@ -1,6 +1,8 @@
 package sqlitelease_test
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"io/fs"
 	"os"
@@ -115,12 +117,15 @@ func TestFileRestoredWhileRunning(t *testing.T) {
 	saved := backup(t, holder, path)
 	l, err := holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
+	inUse, err := holder.DB().Conn(bg(t)) // a job's, in use across the restore
+	require.NoError(t, err)
 
 	restore(t, saved, path)
 
 	_, err = holder.Renew(bg(t), l, time.Minute)
 	require.ErrorIs(t, err, elector.ErrLeaseLost, "a term on the replaced file must end")
 	require.ErrorIs(t, err, sqlitelease.ErrFileChanged)
+	require.NoError(t, inUse.Close()) // back to its pool
 
 	held := requireHeld(t, candidate, "job", "b")
 	next, err := candidate.TryAcquire(bg(t), "job", "b", time.Minute, held)
@@ -133,6 +138,17 @@ func TestFileRestoredWhileRunning(t *testing.T) {
 	got, err = holder.Get(bg(t), "job")
 	require.NoError(t, err, "the holder's Store works on the restored file")
 	require.Equal(t, next, got)
+	// A connection to the old file went back to the pool after the Store
+	// left that file: a fenced write of a term on the new file must not
+	// land on it.
+	_, err = holder.TryAcquire(bg(t), "other", "a", time.Minute, requireHeld(t, holder, "other", "a"))
+	require.NoError(t, err)
+	other, err := holder.Get(bg(t), "other")
+	require.NoError(t, err)
+	require.NoError(t, holder.FencedLease(bg(t), other, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE job_data (x)`)
+		return err
+	}), "the fenced write goes to the new file")
 	_, err = holder.Renew(bg(t), l, time.Minute)
 	require.ErrorIs(t, err, elector.ErrLeaseLost, "the old term stays ended")
 

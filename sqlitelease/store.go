@@ -38,9 +38,10 @@ type Store struct {
 	opened time.Time
 	fileOK atomic.Int64
 	cfg    config
-	db     *sql.DB
-	// leaseDB is the pool of lc: db, until reopen opens one of its own.
-	leaseDB *sql.DB
+	// db is the pool of the file the Store works on (see DB); oldDBs, those
+	// of the files it left, open until Close (see reopen.go).
+	db     atomic.Pointer[sql.DB]
+	oldDBs []*sql.DB
 	// issued is the largest token the Store issued; ended, the largest
 	// token of a term that ended when the Store reopened its path.
 	issued, ended atomic.Int64
@@ -248,7 +249,7 @@ func (s *Store) onLeaseConn(ctx context.Context, check func() error, op func(lc 
 	if s.lc == nil {
 		var lc *leaseConn
 		err := retryBusy(ctx, func() (err error) {
-			lc, err = newLeaseConn(ctx, s.leaseDB)
+			lc, err = newLeaseConn(ctx, s.DB())
 			return err
 		})
 		if err != nil {
@@ -716,7 +717,11 @@ func checkArgs(name string, ttl time.Duration) error {
 // this pool for itself while it is open (lease traffic and, while candidates
 // wait, release watching); leave room for them if you limit
 // SetMaxOpenConns. Do not Close the handle; [Store.Close] does.
-func (s *Store) DB() *sql.DB { return s.db }
+//
+// After the Store followed its path to a file moved over its own (see
+// [ErrFileChanged]), DB returns the new file's handle; the old one stays
+// open, on the old file, until Close.
+func (s *Store) DB() *sql.DB { return s.db.Load() }
 
 // Path returns the path of the database file as given to [Open].
 func (s *Store) Path() string { return s.path }
@@ -745,10 +750,9 @@ func (s *Store) Close() error {
 		if lc != nil {
 			errs = append(errs, lc.close())
 		}
-		if s.leaseDB != s.db {
-			errs = append(errs, s.leaseDB.Close())
+		for _, db := range append(s.oldDBs, s.DB()) {
+			errs = append(errs, db.Close())
 		}
-		errs = append(errs, s.db.Close())
 		if clearErr != nil {
 			errs = append(errs, clearErr) // and the lock stays: the leases' jobs may still run
 		} else {

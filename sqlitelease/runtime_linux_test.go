@@ -258,3 +258,23 @@ func TestFileReplacedWithItsLog(t *testing.T) {
 	removeDB(t, path)
 	require.ErrorIs(t, s.Healthy(nil), sqlitelease.ErrFileChanged, "no file is at the path")
 }
+
+// TestFileRestoredAfterRecentCheck restores the file right after a check of
+// it passed, which serves reads for a while: a candidate's call for a free
+// lease reads first, then finds the file changed at its write. It must
+// follow the path to the new file then, not fail the campaign.
+func TestFileRestoredAfterRecentCheck(t *testing.T) {
+	defer sqlitelease.SetReadRecheck(time.Hour)()
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder := openPath(t, path)
+	saved := backup(t, holder, path)
+	_, err := holder.TryAcquire(bg(t), "other", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	s := openPath(t, path)
+	_, err = s.Get(bg(t), "other")
+	require.NoError(t, err)
+
+	restore(t, saved, path)
+
+	requireHeld(t, s, "job", "b") // a placeholder: "job" is absent from the backup
+}

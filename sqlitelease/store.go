@@ -349,7 +349,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	if read {
 		with, checked = s.withLeaseRead, false
 	}
-	err := with(ctx, func(lc *leaseConn) error {
+	op := func(lc *leaseConn) error {
 		try := observed
 		for {
 			if read {
@@ -370,7 +370,9 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				}
 			}
 			if !checked { // a write: see withLease
-				if err := s.checkFile(); err != nil {
+				if err := s.checkFile(); errors.Is(err, ErrFileChanged) {
+					return errRecheck
+				} else if err != nil {
 					return err
 				}
 				checked = true
@@ -400,13 +402,23 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 			}
 			read = true
 		}
-	})
+	}
+	err := with(ctx, op)
+	if errors.Is(err, errRecheck) {
+		// The file changed since the check that served the read: again,
+		// with a check that follows the path to a new file (see withLease).
+		read = observed.Token == 0
+		err = s.withLease(ctx, op)
+	}
 	if err != nil {
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
 	s.live.touch() // a term began: wake the other Stores' watchers
 	return l, nil
 }
+
+// errRecheck makes TryAcquire run again after the file changed under a read.
+var errRecheck = errors.New("the file changed since it was checked")
 
 // noteRecorded notes the result of an acquire or renew statement: unless it
 // matched no row, it may have recorded this Store's liveness in a row.

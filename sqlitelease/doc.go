@@ -36,10 +36,17 @@
 // the last commits, never corrupt the file), busy_timeout (see
 // [WithBusyTimeout]) and BEGIN IMMEDIATE transactions.
 //
-// A Store keeps working on the file it opened. If the path later names
-// another file or none, or the file is emptied (deleted, replaced or
-// truncated under a running process), its operations fail with
-// [ErrFileChanged], and a holder's next renewal ends its term.
+// A Store works on the file it opened, and never on a file other processes
+// no longer see. If the path later names another file or none, or the file
+// is emptied (deleted, replaced or truncated under a running process), the
+// terms on it end: a holder's next renewal fails with [ErrFileChanged]. A
+// file moved over it (a restore: move the file in and remove the old -wal
+// and -shm in the same step, or SQLite reads the old log into it) is opened
+// in its place, and its leases are taken over by the elapsed-time rule
+// only, since jobs of the old file's terms may still run: leadership
+// resumes about one TTL later, with tokens above every token issued before.
+// While no usable file is at the path, operations fail with ErrFileChanged
+// and [Store.Healthy] says so.
 //
 // # Tokens
 //

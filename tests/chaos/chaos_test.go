@@ -81,12 +81,12 @@ func backupSQLite(ctx context.Context, path, to string) error {
 // restoreSQLite moves a copy of the backup saved over the file at path while
 // the processes run, as a restore does (`mv restored.db app.db`, removing
 // the replaced file's -wal and -shm in the same step), and saves a new
-// backup, for the next restore, first. Like deleteSQLite, it holds the
-// replaced file's write lock from before it copies its rows until after the
-// move, and it returns the copied rows and the restored file's inode; the
-// rows of the backup are deleted from the copy it moves in, since the
-// copied rows count them already. The backup's lease rows stay: the stores
-// must neither take those leases over at once nor issue lower tokens.
+// backup, for the next restore, first. Like deleteSQLite, it keeps the
+// replaced file's rows (see changeSQLite) and returns them with the
+// restored file's inode; the rows of the backup are deleted from the copy
+// it moves in, since the copied rows count them already. The backup's lease
+// rows stay: the stores must neither take those leases over at once nor
+// issue lower tokens.
 func restoreSQLite(ctx context.Context, path, table string, file int, saved string) ([]row, uint64, error) {
 	if err := backupSQLite(ctx, path, saved+".next"); err != nil {
 		return nil, 0, err
@@ -102,33 +102,15 @@ func restoreSQLite(ctx context.Context, path, table string, file int, saved stri
 	if err != nil {
 		return nil, 0, err
 	}
-	s, err := sqlitelease.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	conn, err := s.DB().Conn(ctx)
-	if err != nil {
-		s.Close()
-		return nil, 0, err
-	}
-	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
-	if err != nil {
-		conn.Close()
-		s.Close()
-		return nil, 0, err
-	}
-	rows, err := sqliteRows(ctx, tx, table, file)
-	if err == nil {
-		err = os.Rename(restored, path)
-	}
-	if err == nil {
-		for _, suffix := range []string{"-wal", "-shm"} {
-			if rerr := os.Remove(path + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = rerr
-			}
+	rows, err := changeSQLite(ctx, path, table, file, func() error {
+		if err := os.Rename(restored, path); err != nil {
+			return err
 		}
+		return removeFiles(path, "-wal", "-shm")
+	})
+	if err == nil {
+		err = os.Rename(saved+".next", saved)
 	}
-	err = errors.Join(err, tx.Rollback(), conn.Close(), s.Close(), os.Rename(saved+".next", saved))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -172,43 +154,57 @@ func createSQLite(path string) (uint64, error) {
 
 // deleteSQLite copies the rows of the file at path and deletes it with its
 // -wal and -shm files, as `rm app.db app.db-wal app.db-shm` would, while the
-// processes run. It holds the file's write lock (BEGIN IMMEDIATE) from
-// before the copy until after the deletion, so no write commits to the old
-// file between the two, and a writer that gets the lock afterwards finds
-// the file gone when its fenced write checks it. Then it creates a new file
+// processes run, under the file's write lock (see changeSQLite). Then it
+// creates a new file
 // at path (before any process is restarted, so that the processes' OPEN
 // lines tell the files apart by inode) and returns the copied rows and the
 // new file's inode.
 func deleteSQLite(ctx context.Context, path, table string, file int) ([]row, uint64, error) {
-	s, err := sqlitelease.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	conn, err := s.DB().Conn(ctx)
-	if err != nil {
-		s.Close()
-		return nil, 0, err
-	}
-	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
-	if err != nil {
-		conn.Close()
-		s.Close()
-		return nil, 0, err
-	}
-	rows, err := sqliteRows(ctx, tx, table, file)
-	if err == nil {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if rerr := os.Remove(path + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = rerr
-			}
-		}
-	}
-	err = errors.Join(err, tx.Rollback(), conn.Close(), s.Close())
+	rows, err := changeSQLite(ctx, path, table, file, func() error { return removeFiles(path, "", "-wal", "-shm") })
 	if err != nil {
 		return nil, 0, err
 	}
 	inode, err := createSQLite(path)
 	return rows, inode, err
+}
+
+// changeSQLite copies the rows of table in the file at path and runs change
+// while it holds the file's write lock (BEGIN IMMEDIATE), from before the
+// copy until after the change, so that no write commits to the file between
+// the two, and a writer that gets the lock afterwards finds the file changed
+// when its fenced write checks it.
+func changeSQLite(ctx context.Context, path, table string, file int, change func() error) ([]row, error) {
+	s, err := sqlitelease.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		conn.Close()
+		s.Close()
+		return nil, err
+	}
+	rows, err := sqliteRows(ctx, tx, table, file)
+	if err == nil {
+		err = change()
+	}
+	return rows, errors.Join(err, tx.Rollback(), conn.Close(), s.Close())
+}
+
+// removeFiles removes the files path+suffix that exist.
+func removeFiles(path string, suffixes ...string) error {
+	var errs []error
+	for _, suffix := range suffixes {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // sqliteRows reads the rows of table in seq order.

@@ -169,8 +169,17 @@ func (s *Store) setUpOn(ctx context.Context, db *sql.DB, fi os.FileInfo, floor i
 }
 
 // errTermEnded is the error of an operation on a term that the Store issued
-// on a file it has since left for the file that replaced it.
-var errTermEnded = fmt.Errorf("%w (the term was on the file that the path named before, which ended it)", ErrFileChanged)
+// on a file it has since left for the file that replaced it. It matches
+// ErrFileChanged, without its advice: the Store went on already.
+var errTermEnded error = termEndedError{}
+
+type termEndedError struct{}
+
+func (termEndedError) Error() string {
+	return "the term was on the database file that the path named before; the store ended it when it opened the file that replaced it"
+}
+
+func (termEndedError) Is(target error) bool { return target == ErrFileChanged }
 
 // endedTerm reports whether the term with token ended when the Store
 // reopened its path.
@@ -208,14 +217,17 @@ const healthTimeout = 5 * time.Second
 // [ErrFileChanged] while the Store can no longer work on a database file at
 // its path (see there), nil otherwise, and after Close.
 func (s *Store) Healthy(r *http.Request) error {
+	if s.isClosed.Load() || s.statFile() == nil {
+		return nil // one stat: the file at the path is the Store's
+	}
 	ctx := context.Background()
 	if r != nil {
 		ctx = r.Context()
 	}
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	// A lease operation that does nothing: it checks the file, and follows
-	// the path to a new one.
+	// A lease operation that does nothing: it checks the file again, and
+	// follows the path to a new one.
 	err := s.withLease(ctx, func(*leaseConn) error { return nil })
 	if errors.Is(err, ErrFileChanged) {
 		return fmt.Errorf("sqlitelease: %q: %w", s.path, err)

@@ -626,6 +626,12 @@ func (c *cluster) deleteFile(del deleteFunc, what string) {
 		c.t.Errorf("%s the SQLite file: %v", what, err)
 		return
 	}
+	// The change came after every copied row (del took the write lock
+	// first), which a write may have inserted after at: date it after them,
+	// so that a gap that starts at the last of them counts it.
+	for _, r := range rows {
+		at = later(at, r.at.Add(time.Microsecond))
+	}
 	c.mu.Lock()
 	if what != "deleted" {
 		c.restores++
@@ -635,6 +641,14 @@ func (c *cluster) deleteFile(del deleteFunc, what string) {
 	c.deletions = append(c.deletions, at)
 	c.inodes = append(c.inodes, inode)
 	c.mu.Unlock()
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // between returns the timeline from from to to.

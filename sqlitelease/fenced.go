@@ -127,9 +127,14 @@ func (s *Store) checkTerm(ctx context.Context, tx *sql.Tx, l elector.Lease) erro
 }
 
 // checkFileForWrite is checkFile for a fenced write of l: a changed file
-// means that l is not the current term of the file at the path.
+// means that l is not the current term of the file at the path, and so
+// does a term that ended when the Store left its file for a new one.
 func (s *Store) checkFileForWrite(l elector.Lease) error {
-	switch err := s.checkFile(); {
+	err := s.checkFile()
+	if err == nil && s.endedTerm(l.Token) {
+		err = errTermEnded
+	}
+	switch {
 	case errors.Is(err, ErrFileChanged):
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w: %w", l.Name, s.path, err, elector.ErrLeaseLost)
 	case err != nil:

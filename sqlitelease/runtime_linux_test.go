@@ -278,3 +278,23 @@ func TestFileRestoredAfterRecentCheck(t *testing.T) {
 
 	requireHeld(t, s, "job", "b") // a placeholder: "job" is absent from the backup
 }
+
+// TestFileRestoredDuringTerm restores a backup taken during the holder's
+// term: the restored file still has the term's row. The term ended with
+// the old file all the same: neither its renewal nor a fenced write of it
+// may go through on the new file.
+func TestFileRestoredDuringTerm(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder := openPath(t, path)
+	l, err := holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	saved := backup(t, holder, path)
+
+	restore(t, saved, path)
+
+	require.NoError(t, holder.Healthy(nil)) // which follows the path
+	err = holder.FencedLease(bg(t), l, func(ctx context.Context, tx *sql.Tx) error { return nil })
+	require.ErrorIs(t, err, elector.ErrLeaseLost, "the term ended with the old file")
+	_, err = holder.Renew(bg(t), l, time.Minute)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+}

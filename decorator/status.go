@@ -30,7 +30,9 @@ type Status interface {
 	// its writes). The timeouts are the grace past the trust window: the
 	// stop timeout counts from the end of a term that ended on its own, or
 	// from the call of Stop. Followers, and leaders whose job starts and
-	// stops in time, are healthy. It cannot see a job that goes on running after its
+	// stops in time, are healthy. It also fails while the elector's own
+	// Healthy method, if it has one, fails ([elector.LeaseElector.Healthy]:
+	// a store that can no longer lead at all). It cannot see a job that goes on running after its
 	// inner Stop returned (an error, or nil too early): the decorated job
 	// takes the inner Stop at its word. The error names the job and the call
 	// that overran, and the check recovers when the call returns.
@@ -190,12 +192,17 @@ func (d *decorated) Snapshot() Snapshot {
 }
 
 // Healthy implements [Status].
-func (d *decorated) Healthy(*http.Request) error {
+func (d *decorated) Healthy(req *http.Request) error {
 	s := &d.status
 	s.mu.Lock()
 	overran, at, timeout := s.overran, s.overranAt, s.timeout
 	s.mu.Unlock()
 	if overran == "" {
+		if h, ok := d.elector.(interface{ Healthy(*http.Request) error }); ok {
+			if err := h.Healthy(req); err != nil {
+				return fmt.Errorf("decorator: %s cannot lead: %w", d, err)
+			}
+		}
 		return nil
 	}
 	return fmt.Errorf("decorator: %s: %s overran its timeout of %v by %v and has not returned; its term was abandoned, so the job may run while another replica leads",

@@ -36,11 +36,18 @@
 // the last commits, never corrupt the file), busy_timeout (see
 // [WithBusyTimeout]) and BEGIN IMMEDIATE transactions.
 //
-// A Store keeps working on the file it opened. If the path later names
-// another file or none, or the file is emptied (deleted, replaced or
-// truncated under a running process) or moved into a new directory put in
-// place of its own, its operations fail with [ErrFileChanged], and a
-// holder's next renewal ends its term.
+// A Store works on the file it opened, and never on a file other processes
+// no longer see. If the path later names another file or none, or the file
+// is emptied (deleted, replaced or truncated under a running process) or
+// moved into a new directory put in place of its own, the terms on it end:
+// a holder's next renewal fails with [ErrFileChanged]. A file moved over it
+// (a restore: move the file in and remove the old -wal and -shm in the same
+// step, or SQLite reads the old log into it) is opened in its place, and
+// its leases are taken over by the elapsed-time rule only, since jobs of
+// the old file's terms may still run: leadership resumes about one TTL
+// later, with tokens above every token issued before. While no usable file
+// is at the path, operations fail with ErrFileChanged and [Store.Healthy]
+// says so.
 //
 // # One file, one path
 //
@@ -52,9 +59,10 @@
 // Symbolic links are fine: Open resolves them first, and the side files
 // are next to the target. Paths mean what they mean to the kernel: a ".."
 // after a link is the parent of its target, and a relative path starts
-// from the working directory itself, not from the $PWD that reached it. On Linux, Open refuses a file with a second name
-// or that another Store has open through another directory or name, and
-// every write checks for a second name again ([ErrSecondPath]).
+// from the working directory itself, not from the $PWD that reached it. On
+// Linux, Open refuses a file with a second name or that another Store has
+// open through another directory or name, and every write checks for a
+// second name again ([ErrSecondPath]).
 //
 // # Tokens
 //

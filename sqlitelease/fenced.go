@@ -83,7 +83,7 @@ func (s *Store) fenced(ctx context.Context, l elector.Lease, ended func() error,
 	}
 	var tx *sql.Tx
 	err := retryBusy(ctx, func() (err error) {
-		tx, err = s.db.BeginTx(ctx, nil)
+		tx, err = s.DB().BeginTx(ctx, nil)
 		return err
 	})
 	if err != nil {
@@ -128,9 +128,14 @@ func (s *Store) checkTerm(ctx context.Context, tx *sql.Tx, l elector.Lease) erro
 
 // checkFileForWrite is checkFile for a fenced write of l: a changed file,
 // or one with a second path, means that l is not the current term of the
-// file at the path.
+// file at the path, and so does a term that ended when the Store left its
+// file for a new one.
 func (s *Store) checkFileForWrite(l elector.Lease) error {
-	switch err := s.checkFile(); {
+	err := s.checkFile()
+	if err == nil && s.endedTerm(l.Token) {
+		err = errTermEnded
+	}
+	switch {
 	case errors.Is(err, ErrFileChanged), errors.Is(err, ErrSecondPath):
 		return fmt.Errorf("sqlitelease: fenced write for lease %q in %q: %w: %w", l.Name, s.path, err, elector.ErrLeaseLost)
 	case err != nil:

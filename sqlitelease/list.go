@@ -54,7 +54,7 @@ func (s *Store) list(ctx context.Context) ([]LeaseRow, error) {
 	out := []LeaseRow{}
 	err := retryBusy(ctx, func() error {
 		out = out[:0]
-		rows, err := s.db.QueryContext(ctx, listSQL)
+		rows, err := s.DB().QueryContext(ctx, listSQL)
 		if err != nil {
 			return err
 		}

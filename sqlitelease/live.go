@@ -79,23 +79,31 @@ const clearSQL = `UPDATE ` + leaseTable + ` SET version = max(version + 1, ?3 * 
 	live_file = NULL, live_offset = NULL, live_version = NULL
 WHERE live_file = ?1 AND live_offset = ?2 AND live_version = version AND NOT released`
 
-// clearLive runs clearSQL for Close, on lc if it is still there and on the
-// pool otherwise. A file that changed under the store needs nothing: the
-// rows that carry this Store's byte are in a file nobody can take a lease of
-// anymore.
+// clearLive runs clearSQL for Close on lc, the connection that has the
+// file open whatever the path names now (the path may be away for a moment,
+// as in `mv app.db x; mv x app.db`, and the rows come back with it). Without
+// lc it uses the pool, whose new connections open the path, so only while
+// the path names the file.
 func (s *Store) clearLive(lc *leaseConn) error {
 	if s.live == nil || !s.recorded.Load() {
 		return nil
 	}
-	if err := s.checkFile(); errors.Is(err, ErrFileChanged) {
-		return nil
+	if err := s.tryClearLive(lc); err != nil {
+		return fmt.Errorf("clear the liveness records of the leases it holds, so its liveness lock in %q stays held until the process exits: %w",
+			s.live.path, err)
+	}
+	return nil
+}
+
+func (s *Store) tryClearLive(lc *leaseConn) error {
+	exec, query := s.DB().ExecContext, s.DB().QueryRowContext
+	if lc != nil {
+		exec, query = lc.conn.ExecContext, lc.conn.QueryRowContext
+	} else if err := s.checkFile(); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	exec, query := s.db.ExecContext, s.db.QueryRowContext
-	if lc != nil {
-		exec, query = lc.conn.ExecContext, lc.conn.QueryRowContext
-	}
 	err := retryBusy(ctx, func() error {
 		_, err := exec(ctx, clearSQL, s.live.file, s.live.offset, clock.Wall().UnixMilli())
 		return err
@@ -106,10 +114,8 @@ func (s *Store) clearLive(lc *leaseConn) error {
 		if query(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1`, leaseTable).Scan(&n) == nil && n == 0 {
 			return nil
 		}
-		return fmt.Errorf("clear the liveness records of the leases it holds, so its liveness lock in %q stays held until the process exits: %w",
-			s.live.path, err)
 	}
-	return nil
+	return err
 }
 
 // fileMarkSQL reads the largest token the database file knows of.

@@ -62,8 +62,7 @@ func (sc *sidecar) lock() error {
 		return fmt.Errorf("liveness file %q is not a regular file (mode %#o); remove it", sc.path, st.Mode)
 	}
 	if st.Size != 0 && st.Size != markSize {
-		return fmt.Errorf("liveness file %q holds %d bytes, but sqlitelease keeps it empty or %d bytes long: it is not a liveness file; "+
-			"move it away (or put the database at another path)", sc.path, st.Size, markSize)
+		return fmt.Errorf("liveness file %q holds %d bytes, but sqlitelease keeps it empty or %d bytes long: %w", sc.path, st.Size, markSize, errNotMark)
 	}
 	if st.Size == markSize {
 		// Read without the mark's lock, only to tell a foreign file: a
@@ -103,7 +102,8 @@ const (
 )
 
 // withMark runs issue with the high-water mark of the liveness file (0 in a
-// file that has none yet) and raises the mark to the token issue returns,
+// file that has none yet, or whose mark was truncated or overwritten since
+// Open) and raises the mark to the token issue returns,
 // unless issue fails. The caller holds the write lock of the database, so
 // that no other Store of the file runs withMark meanwhile and issue can
 // roll back if the raise fails; an exclusive lock on byte 0 of the file
@@ -123,6 +123,12 @@ func (sc *sidecar) withMark(ctx context.Context, issue func(mark int64) (token i
 	}
 	defer sc.unlockMark()
 	mark, err := sc.readMark()
+	if errors.Is(err, errNotMark) {
+		// Truncated or overwritten since Open: the mark is a floor only,
+		// and the database's own mark still floors the token. The raise
+		// below makes the file whole again.
+		mark, err = 0, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -178,9 +184,13 @@ func (sc *sidecar) unlockMark() {
 	_ = sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
 }
 
+// errNotMark is the error of readMark for a file whose first bytes are no
+// high-water mark.
+var errNotMark = errors.New("it is not a liveness file; move it away (or put the database at another path)")
+
 // readMark reads the high-water mark: 0 in an empty file. A value that no
 // token can have (negative, or the largest integer, above which no token
-// fits) is an error: the file is not a liveness file.
+// fits) is an error matching errNotMark, as is a file shorter than a mark.
 func (sc *sidecar) readMark() (int64, error) {
 	var buf [markSize]byte
 	var n int
@@ -194,13 +204,11 @@ func (sc *sidecar) readMark() (int64, error) {
 	case n == 0:
 		return 0, nil
 	case n < markSize:
-		return 0, fmt.Errorf("liveness file %q holds %d bytes, but sqlitelease keeps it empty or %d bytes long: it is not a liveness file; "+
-			"move it away (or put the database at another path)", sc.path, n, markSize)
+		return 0, fmt.Errorf("liveness file %q holds %d bytes, but sqlitelease keeps it empty or %d bytes long: %w", sc.path, n, markSize, errNotMark)
 	}
 	mark := int64(binary.BigEndian.Uint64(buf[:]))
 	if mark < 0 || mark == math.MaxInt64 {
-		return 0, fmt.Errorf("liveness file %q holds %#x, which is no token high-water mark: it is not a liveness file; "+
-			"move it away (or put the database at another path)", sc.path, buf)
+		return 0, fmt.Errorf("liveness file %q holds %#x, which is no token high-water mark: %w", sc.path, buf, errNotMark)
 	}
 	return mark, nil
 }
@@ -225,6 +233,15 @@ func (sc *sidecar) held(offset int64) (bool, error) {
 		return false, err
 	}
 	return lk.Type != unix.F_UNLCK, nil
+}
+
+// othersLocked reports whether another Store may hold a liveness lock in
+// the file: a lock of another open file description is on some byte after
+// byte 0 (F_OFD_GETLK over them all), or the test failed.
+func (sc *sidecar) othersLocked() bool {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: 1, Len: 0}
+	err := sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk) })
+	return err != nil || lk.Type != unix.F_UNLCK
 }
 
 // close closes the file, which drops this Store's lock. It is safe to call

@@ -21,6 +21,9 @@ func (sc *sidecar) withMark(_ context.Context, issue func(mark int64) (int64, er
 	return err
 }
 
+// othersLocked is never called without a sidecar.
+func (sc *sidecar) othersLocked() bool { return true }
+
 // close has nothing to close.
 func (sc *sidecar) close() error { return nil }
 

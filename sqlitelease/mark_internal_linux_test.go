@@ -40,7 +40,7 @@ func TestIssueRaiseFailsRollsBack(t *testing.T) {
 	liveFile, liveOffset := s.live.args()
 	err = s.withLease(ctx, func(lc *leaseConn) error {
 		wall := clock.Wall()
-		return s.issue(ctx, lc, wall.UnixMicro(), func(floor int64) (int64, error) {
+		return s.issue(ctx, lc, "job", 60_000, wall.UnixMicro(), func(floor int64) (int64, error) {
 			rows, err := lc.acquire.QueryContext(ctx, "job", "a", 60_000, nil, nil, floor, wall.UnixMilli(), liveFile, liveOffset)
 			var version int64
 			err = scanOne(rows, err, &issued, &version)

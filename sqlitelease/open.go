@@ -133,15 +133,19 @@ func openFile(path string, cfg config) (*Store, int, error) {
 		hold.release()
 		return nil, 0, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s := &Store{path: path, abs: abs, real: real, hold: hold, opened: time.Now(), cfg: cfg, db: db, leaseSem: make(chan struct{}, 1)}
+	s := &Store{path: path, abs: abs, real: real, opened: time.Now(), cfg: cfg, leaseSem: make(chan struct{}, 1)}
+	s.db.Store(db)
+	s.hold.Store(hold)
 	s.worker.renewAll = s.renewAll
 	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
-	s.file, err = os.Stat(abs)
+	file, err := os.Stat(abs)
+	s.file.Store(&file)
 	var from int
 	if err == nil {
 		from, err = s.setUp(ctx)
+		s.sides = sideFiles(real)
 	}
 	if err == nil && testHookSetUp != nil {
 		testHookSetUp()
@@ -150,7 +154,7 @@ func openFile(path string, cfg config) (*Store, int, error) {
 	if err == nil {
 		now, err = os.Stat(abs)
 	}
-	if err == nil && (!os.SameFile(s.file, now) || !hold.is(now)) {
+	if err == nil && (!os.SameFile(file, now) || !hold.is(now)) {
 		err = errReplaced
 	}
 	if errors.Is(err, fs.ErrNotExist) {
@@ -256,16 +260,16 @@ func checkWAL(path, real string) error {
 // WAL), so the whole set-up is retried.
 func (s *Store) setUp(ctx context.Context) (from int, err error) {
 	err = retryBusy(ctx, func() (err error) {
-		from, err = s.trySetUp(ctx)
+		s.lc, from, err = trySetUp(ctx, s.DB())
 		return err
 	})
 	return from, err
 }
 
-func (s *Store) trySetUp(ctx context.Context) (from int, err error) {
-	c, err := s.db.Conn(ctx)
+func trySetUp(ctx context.Context, db *sql.DB) (_ *leaseConn, from int, err error) {
+	c, err := db.Conn(ctx)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	lc := &leaseConn{conn: c}
 	var mode string
@@ -283,10 +287,9 @@ func (s *Store) trySetUp(ctx context.Context) (from int, err error) {
 	}
 	if err != nil {
 		_ = lc.close()
-		return 0, err
+		return nil, 0, err
 	}
-	s.lc = lc
-	return from, nil
+	return lc, from, nil
 }
 
 // openError names the path and, for SQLite's own errors, the cause in words.

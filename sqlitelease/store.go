@@ -29,18 +29,25 @@ var ErrClosed = errors.New("sqlitelease: store is closed")
 // A Store is safe for concurrent use. Open one Store per file per process
 // and share it; Close it when the program is done with it.
 type Store struct {
-	path string      // as given to Open, for error messages
-	abs  string      // the absolute path
-	real string      // abs with its symbolic links resolved: where SQLite and the side files are
-	hold *fileHold   // on the database file, from Open to Close
-	file os.FileInfo // the database file as Open found it
+	path  string                      // as given to Open, for error messages
+	abs   string                      // the absolute path
+	real  string                      // abs with its symbolic links resolved: where SQLite and the side files are
+	hold  atomic.Pointer[fileHold]    // on the database file, from Open (or reopen) to Close
+	file  atomic.Pointer[os.FileInfo] // the database file as Open found it, or as reopen did
+	sides [2]os.FileInfo              // its -wal and -shm files (see reopen)
 	// opened is when Open began; fileOK, when (time since opened) a check
 	// of file last passed, 0 after one that failed (see checkFileRead).
 	opened time.Time
 	fileOK atomic.Int64
 	cfg    config
-	db     *sql.DB
-	live   *sidecar // the liveness lock; nil outside Linux
+	// db is the pool of the file the Store works on (see DB); left, the
+	// pools and holds of the files it left, open until Close (see reopen.go).
+	db   atomic.Pointer[sql.DB]
+	left []leftFile
+	// issued is the largest token the Store issued; ended, the largest
+	// token of a term that ended when the Store reopened its path.
+	issued, ended atomic.Int64
+	live          *sidecar // the liveness lock; nil outside Linux
 	// recorded is set once a statement may have recorded live in a lease
 	// row: Close has rows to clear only after that.
 	recorded atomic.Bool
@@ -68,12 +75,16 @@ var (
 
 // ErrFileChanged is returned by the operations of a [Store] whose database
 // file was deleted, replaced by another file, or truncated to nothing since
-// [Open]. The Store then works on a file that other processes no longer
-// see, so it refuses to go on; a Renew's error also matches
-// [elector.ErrLeaseLost], which ends the term. Close the Store and Open the
-// path again. Every write (TryAcquire of a lease it may take, Renew,
-// Release, a fenced write) checks the file first; reads (Get, TryAcquire of
-// a lease another holder keeps) report the change within 100 ms.
+// [Open]: a Store never works on a file that other processes no longer see.
+// Every write (TryAcquire of a lease it may take, Renew, Release, a fenced
+// write) checks the file first; reads (Get, TryAcquire of a lease another
+// holder keeps) see the change within 100 ms. The terms on the old file
+// end: their Renew's error also matches [elector.ErrLeaseLost]. When
+// another file is at the path (a restore), the Store opens it and goes on,
+// with the leases of the restored file taken over only by the elapsed-time
+// rule; until then (no file, an empty one, or the old file's -wal and -shm
+// still next to the new one) its operations and [Store.Healthy] return this
+// error.
 var ErrFileChanged = errors.New("the database file was deleted, replaced or truncated since Open; close the store and open the path again")
 
 // leaseConn is the one connection that carries lease traffic, with its
@@ -173,16 +184,29 @@ func (lc *leaseConn) writeTx(ctx context.Context, fn func() error) error {
 // the statement back. Tokens thus keep growing after the database file was
 // deleted (with its own mark) even if the clock was stepped back, as long
 // as the liveness file is kept.
-func (s *Store) issue(ctx context.Context, lc *leaseConn, clockFloor int64, acquire func(floor int64) (token int64, err error)) error {
+//
+// A file whose own mark is below that mark was restored or replaced (see
+// reopen.go): instead of the acquire, issue then marks its leases held if
+// other Stores run, or gives the lease name a row if it has none, commits
+// that, and returns sql.ErrNoRows, so that the caller reads the lease again.
+func (s *Store) issue(ctx context.Context, lc *leaseConn, name string, ttlMs, clockFloor int64, acquire func(floor int64) (token int64, err error)) error {
 	if s.live == nil {
 		_, err := acquire(clockFloor)
 		return err
 	}
-	return lc.writeTx(ctx, func() error {
-		return s.live.withMark(ctx, func(mark int64) (int64, error) {
+	restored := false
+	err := lc.writeTx(ctx, func() error {
+		return s.live.withMark(ctx, func(mark int64) (_ int64, err error) {
+			if restored, err = restoreFile(ctx, lc, mark, s.live.othersLocked, name, ttlMs); err != nil || restored {
+				return mark, err
+			}
 			return acquire(max(clockFloor, mark+1))
 		})
 	})
+	if err == nil && restored {
+		return sql.ErrNoRows
+	}
+	return err
 }
 
 // withLease runs op on the lease connection, alone, and retries it while the
@@ -217,12 +241,17 @@ func (s *Store) onLeaseConn(ctx context.Context, check func() error, op func(lc 
 		check = s.checkFile // the new connection must open the file Open opened
 	}
 	if err := check(); err != nil {
-		return err
+		if !errors.Is(err, ErrFileChanged) {
+			return err
+		}
+		if err := s.reopen(ctx, err); err != nil {
+			return err
+		}
 	}
 	if s.lc == nil {
 		var lc *leaseConn
 		err := retryBusy(ctx, func() (err error) {
-			lc, err = newLeaseConn(ctx, s.db)
+			lc, err = newLeaseConn(ctx, s.DB())
 			return err
 		})
 		if err != nil {
@@ -270,6 +299,9 @@ func (s *Store) checkFileRead() error {
 	return s.checkFile()
 }
 
+// fileInfo returns the database file the Store works on.
+func (s *Store) fileInfo() os.FileInfo { return *s.file.Load() }
+
 func (s *Store) statFile() error {
 	fi, err := os.Stat(s.abs)
 	switch {
@@ -277,9 +309,9 @@ func (s *Store) statFile() error {
 		return fmt.Errorf("%w (no file is at the path now)", ErrFileChanged)
 	case err != nil:
 		return fmt.Errorf("check the database file: %w", err)
-	case !os.SameFile(fi, s.file):
+	case !os.SameFile(fi, s.fileInfo()):
 		return fmt.Errorf("%w (the path now names another file)", ErrFileChanged)
-	case !s.hold.inPlace(s.real):
+	case !s.hold.Load().inPlace(s.real):
 		return fmt.Errorf("%w (the file is now in another directory than its -wal and -shm files)", ErrFileChanged)
 	case fi.Size() == 0:
 		return fmt.Errorf("%w (the file is now empty)", ErrFileChanged)
@@ -323,7 +355,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	if read {
 		with, checked = s.withLeaseRead, false
 	}
-	err := with(ctx, func(lc *leaseConn) error {
+	op := func(lc *leaseConn) error {
 		try := observed
 		for {
 			if read {
@@ -344,14 +376,16 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				}
 			}
 			if !checked { // a write: see withLease
-				if err := s.checkFile(); err != nil {
+				if err := s.checkFile(); errors.Is(err, ErrFileChanged) {
+					return errRecheck
+				} else if err != nil {
 					return err
 				}
 				checked = true
 			}
 			wall := clock.Wall()
 			var token, version int64
-			err := s.issue(ctx, lc, wall.UnixMicro(), func(floor int64) (int64, error) {
+			err := s.issue(ctx, lc, name, ttlMs, wall.UnixMicro(), func(floor int64) (int64, error) {
 				rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(try.Token), sqlInt(try.Version),
 					floor, wall.UnixMilli(), liveFile, liveOffset)
 				err = scanOne(rows, err, &token, &version)
@@ -359,6 +393,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 			})
 			s.noteRecorded(err)
 			if err == nil {
+				s.issued.Store(max(s.issued.Load(), token)) // on the worker goroutine alone
 				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version),
 					TTL: fromMillis(ttlMs), Written: time.UnixMilli(wall.UnixMilli())}
 				return nil
@@ -373,13 +408,23 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 			}
 			read = true
 		}
-	})
+	}
+	err := with(ctx, op)
+	if errors.Is(err, errRecheck) {
+		// The file changed since the check that served the read: again,
+		// with a check that follows the path to a new file (see withLease).
+		read = observed.Token == 0
+		err = s.withLease(ctx, op)
+	}
 	if err != nil {
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
 	s.live.touch() // a term began: wake the other Stores' watchers
 	return l, nil
 }
+
+// errRecheck makes TryAcquire run again after the file changed under a read.
+var errRecheck = errors.New("the file changed since it was checked")
 
 // noteRecorded notes the result of an acquire or renew statement: unless it
 // matched no row, it may have recorded this Store's liveness in a row.
@@ -454,6 +499,10 @@ func (s *Store) renewAll(batch []*renewReq) {
 			r.result <- renewResult{err: err}
 			continue
 		}
+		if s.endedTerm(r.l.Token) {
+			r.result <- renewResult{err: errTermEnded}
+			continue
+		}
 		if seen != nil {
 			k := r.key()
 			if seen[k] {
@@ -479,6 +528,9 @@ func (s *Store) renewOne(r *renewReq, written int64) {
 	liveFile, liveOffset := s.live.args()
 	res := renewResult{written: written}
 	res.err = s.onLeaseConn(r.ctx, s.checkFile, func(lc *leaseConn) error {
+		if s.endedTerm(r.l.Token) { // the path was just reopened
+			return errTermEnded
+		}
 		rows, err := lc.renew.QueryContext(r.ctx, r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs, written, liveFile, liveOffset)
 		err = scanOne(rows, err, &res.version)
 		s.noteRecorded(err)
@@ -496,6 +548,9 @@ func (s *Store) renewMany(batch []*renewReq, written int64) {
 	arg := renewBatchArg(batch)
 	renewed := make(map[rowKey]int64, len(batch))
 	err := s.onLeaseConn(ctx, s.checkFile, func(lc *leaseConn) error {
+		if s.endedTerm(batch[0].l.Token) { // the path was just reopened: all ended
+			return errTermEnded
+		}
 		clear(renewed)
 		rows, err := lc.renewBatch.QueryContext(ctx, arg, written, liveFile, liveOffset)
 		if err != nil {
@@ -587,6 +642,9 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	}
 	var n int64
 	err := s.withLease(ctx, func(lc *leaseConn) error {
+		if s.endedTerm(l.Token) {
+			return errTermEnded
+		}
 		res, err := lc.release.ExecContext(ctx, l.Name, l.Holder, sqlInt(l.Token), clock.Wall().UnixMilli())
 		if err != nil {
 			return err
@@ -677,7 +735,11 @@ func checkArgs(name string, ttl time.Duration) error {
 // this pool for itself while it is open (lease traffic and, while candidates
 // wait, release watching); leave room for them if you limit
 // SetMaxOpenConns. Do not Close the handle; [Store.Close] does.
-func (s *Store) DB() *sql.DB { return s.db }
+//
+// After the Store followed its path to a file moved over its own (see
+// [ErrFileChanged]), DB returns the new file's handle; the old one stays
+// open, on the old file, until Close.
+func (s *Store) DB() *sql.DB { return s.db.Load() }
 
 // Path returns the path of the database file as given to [Open].
 func (s *Store) Path() string { return s.path }
@@ -706,9 +768,11 @@ func (s *Store) Close() error {
 		if lc != nil {
 			errs = append(errs, lc.close())
 		}
-		errs = append(errs, s.db.Close())
-		// After SQLite's connections, and the ones a job still has: see identity_linux.go.
-		s.hold.releaseWhen(func() bool { return s.db.Stats().OpenConnections == 0 })
+		for _, f := range append(s.left, leftFile{s.DB(), s.hold.Load()}) {
+			errs = append(errs, f.db.Close())
+			// After SQLite's connections, and the ones a job still has: see identity_linux.go.
+			f.hold.releaseWhen(func() bool { return f.db.Stats().OpenConnections == 0 })
+		}
 		if clearErr != nil {
 			errs = append(errs, clearErr) // and the lock stays: the leases' jobs may still run
 		} else {

@@ -60,7 +60,6 @@ func (s *Store) WatchRelease(name string) (released <-chan struct{}, stop func()
 // poller, which reads the watched leases and tests the liveness of their
 // holders.
 type watchState struct {
-	db       *sql.DB
 	interval time.Duration
 	live     *sidecar // nil without liveness locks; set by Open
 
@@ -76,6 +75,8 @@ type watchState struct {
 	kick chan struct{}
 
 	mu      sync.Mutex // guards what follows; never held while waiting for a goroutine
+	db      *sql.DB    // the pool of the poller's connection
+	dbGen   uint64     // counts the changes of db (see setDB)
 	closed  bool
 	leases  map[string]*watchedLease
 	subs    int                   // subscribers in leases
@@ -271,6 +272,22 @@ func (w *watchState) close() {
 	}
 }
 
+// setDB makes the poller read through db, the pool of the file that the
+// Store reopened, from its next wake-up, which comes at once.
+func (w *watchState) setDB(db *sql.DB) {
+	w.mu.Lock()
+	w.db, w.dbGen, w.reread = db, w.dbGen+1, true
+	w.mu.Unlock()
+	w.wake()
+}
+
+// source returns the pool of the poller's connection and its generation.
+func (w *watchState) source() (*sql.DB, uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.db, w.dbGen
+}
+
 // wake wakes the poller without blocking.
 func (w *watchState) wake() {
 	select {
@@ -432,6 +449,7 @@ var closeRetests = []time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * 
 // pollState is what the poller keeps between its reads of the file.
 type pollState struct {
 	r        *reader // nil until opened, and after an error
+	gen      uint64  // the generation of the pool r is from
 	last     marks   // at the last read of the leases
 	lastRead time.Time
 	buf      []byte // scratch space for read
@@ -447,11 +465,16 @@ func (p *pollState) closeReader() {
 // poll reads the marks, and the watched leases if they changed or a read
 // is due.
 func (w *watchState) poll(ctx context.Context, p *pollState) error {
+	db, gen := w.source()
+	if p.r != nil && p.gen != gen {
+		p.closeReader()
+	}
 	if p.r == nil {
 		var err error
-		if p.r, err = newReader(ctx, w.db); err != nil {
+		if p.r, err = newReader(ctx, db); err != nil {
 			return err
 		}
+		p.gen = gen
 	}
 	var m marks
 	if err := p.r.marks.QueryRowContext(ctx).Scan(&m.highWater, &m.releases); err != nil {

@@ -36,12 +36,18 @@ const gapMargin = time.Second
 // reports the file changed, and the process exits, as an application would
 // crash on it; the schedule restarts it on the new file. The rows of the
 // deleted file are copied first (see deleteSQLite), so the checks span the
-// whole run.
+// whole run. Twice per run it also moves a backup over the file, as a
+// restore does (see restoreSQLite): the processes' stores follow the path
+// to it and go on.
 func TestChaosSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.db")
 	const table = "chaos_writes" // chaosproc creates it in every new file
 	inode, err := createSQLite(path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	saved := path + ".backup" // of the file before the run: no lease rows
+	if err := backupSQLite(t.Context(), path, saved); err != nil {
 		t.Fatal(err)
 	}
 	read := func(ctx context.Context, file int) ([]row, error) {
@@ -56,7 +62,79 @@ func TestChaosSQLite(t *testing.T) {
 		return deleteSQLite(ctx, path, table, file)
 	}
 	name := "chaos-" + unique()
-	runChaos(t, "sqlite", inode, []string{"-db", path, "-table", table, "-name", name}, read, del, saveSQLite(path, name))
+	restore := func(ctx context.Context, file int) ([]row, uint64, error) {
+		return restoreSQLite(ctx, path, table, file, saved)
+	}
+	runChaos(t, "sqlite", inode, []string{"-db", path, "-table", table, "-name", name}, read, del, restore, saveSQLite(path, name))
+}
+
+// backupSQLite copies the database at path to a new file at to.
+func backupSQLite(ctx context.Context, path, to string) error {
+	s, err := sqlitelease.Open(path)
+	if err != nil {
+		return err
+	}
+	_ = os.Remove(to)
+	_, err = s.DB().ExecContext(ctx, `VACUUM INTO ?`, to)
+	return errors.Join(err, s.Close())
+}
+
+// restoreSQLite moves a copy of the backup saved over the file at path while
+// the processes run, as a restore does (`mv restored.db app.db`, removing
+// the replaced file's -wal and -shm in the same step), and saves a new
+// backup, for the next restore, first. Like deleteSQLite, it keeps the
+// replaced file's rows (see changeSQLite) and returns them with the
+// restored file's inode; the rows of the backup are deleted from the copy
+// it moves in, since the copied rows count them already. The backup's lease
+// rows stay: the stores must neither take those leases over at once nor
+// issue lower tokens.
+func restoreSQLite(ctx context.Context, path, table string, file int, saved string) ([]row, uint64, error) {
+	if err := backupSQLite(ctx, path, saved+".next"); err != nil {
+		return nil, 0, err
+	}
+	restored := path + ".restored"
+	b, err := os.ReadFile(saved)
+	if err == nil {
+		err = os.WriteFile(restored, b, 0o600)
+	}
+	if err == nil {
+		err = emptyTable(ctx, restored, table)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := changeSQLite(ctx, path, table, file, func() error {
+		if err := os.Rename(restored, path); err != nil {
+			return err
+		}
+		return removeFiles(path, "-wal", "-shm")
+	})
+	if err == nil {
+		err = os.Rename(saved+".next", saved)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rows, fi.Sys().(*syscall.Stat_t).Ino, nil
+}
+
+// emptyTable deletes the rows of table in the SQLite file at path, if it
+// has that table.
+func emptyTable(ctx context.Context, path, table string) error {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, table).Scan(&n)
+	if err == nil && n > 0 {
+		_, err = db.ExecContext(ctx, `DELETE FROM "`+table+`"`)
+	}
+	return errors.Join(err, db.Close())
 }
 
 // createSQLite creates the lease file at path and returns its inode.
@@ -77,43 +155,57 @@ func createSQLite(path string) (uint64, error) {
 
 // deleteSQLite copies the rows of the file at path and deletes it with its
 // -wal and -shm files, as `rm app.db app.db-wal app.db-shm` would, while the
-// processes run. It holds the file's write lock (BEGIN IMMEDIATE) from
-// before the copy until after the deletion, so no write commits to the old
-// file between the two, and a writer that gets the lock afterwards finds
-// the file gone when its fenced write checks it. Then it creates a new file
+// processes run, under the file's write lock (see changeSQLite). Then it
+// creates a new file
 // at path (before any process is restarted, so that the processes' OPEN
 // lines tell the files apart by inode) and returns the copied rows and the
 // new file's inode.
 func deleteSQLite(ctx context.Context, path, table string, file int) ([]row, uint64, error) {
-	s, err := sqlitelease.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	conn, err := s.DB().Conn(ctx)
-	if err != nil {
-		s.Close()
-		return nil, 0, err
-	}
-	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
-	if err != nil {
-		conn.Close()
-		s.Close()
-		return nil, 0, err
-	}
-	rows, err := sqliteRows(ctx, tx, table, file)
-	if err == nil {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if rerr := os.Remove(path + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = rerr
-			}
-		}
-	}
-	err = errors.Join(err, tx.Rollback(), conn.Close(), s.Close())
+	rows, err := changeSQLite(ctx, path, table, file, func() error { return removeFiles(path, "", "-wal", "-shm") })
 	if err != nil {
 		return nil, 0, err
 	}
 	inode, err := createSQLite(path)
 	return rows, inode, err
+}
+
+// changeSQLite copies the rows of table in the file at path and runs change
+// while it holds the file's write lock (BEGIN IMMEDIATE), from before the
+// copy until after the change, so that no write commits to the file between
+// the two, and a writer that gets the lock afterwards finds the file changed
+// when its fenced write checks it.
+func changeSQLite(ctx context.Context, path, table string, file int, change func() error) ([]row, error) {
+	s, err := sqlitelease.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock
+	if err != nil {
+		conn.Close()
+		s.Close()
+		return nil, err
+	}
+	rows, err := sqliteRows(ctx, tx, table, file)
+	if err == nil {
+		err = change()
+	}
+	return rows, errors.Join(err, tx.Rollback(), conn.Close(), s.Close())
+}
+
+// removeFiles removes the files path+suffix that exist.
+func removeFiles(path string, suffixes ...string) error {
+	var errs []error
+	for _, suffix := range suffixes {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // sqliteRows reads the rows of table in seq order.
@@ -190,16 +282,16 @@ func TestChaosPostgres(t *testing.T) {
 		return rows, rs.Err()
 	}
 	name := "chaos-" + unique()
-	runChaos(t, "postgres", 0, []string{"-pg", dsn, "-schema", schema, "-table", "writes", "-name", name}, read, nil, savePostgres(dsn, schema, name))
+	runChaos(t, "postgres", 0, []string{"-pg", dsn, "-schema", schema, "-table", "writes", "-name", name}, read, nil, nil, savePostgres(dsn, schema, name))
 }
 
 // runChaos runs the chaos schedule with the store flags, then reads the rows
 // of the last file with read, adds those of the files del deleted, and
-// checks them. inode is the SQLite file's (0 on PostgreSQL); del is nil on
-// PostgreSQL. save, if not nil, adds rollbacks of the lease row (see
-// roller).
+// checks them. inode is the SQLite file's (0 on PostgreSQL); del and
+// restore (which moves a backup over the file) are nil on PostgreSQL. save,
+// if not nil, adds rollbacks of the lease row (see roller).
 func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
-	read func(ctx context.Context, file int) ([]row, error), del deleteFunc, save saveFunc) {
+	read func(ctx context.Context, file int) ([]row, error), del, restore deleteFunc, save saveFunc) {
 	procs, d := *flagProcs, *flagDuration
 	if procs < 3 {
 		t.Fatalf("-chaos.procs=%d: need at least 3, so that a crashed or paused leader leaves 2 live candidates", procs)
@@ -222,7 +314,7 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	if save != nil {
 		c.roll = &roller{save: save, due: time.Now().Add(c.randBetween(minRollbackEvery, maxRollbackEvery))}
 	}
-	c.run(d, del)
+	c.run(d, del, restore)
 	c.stopAll()
 	elapsed := time.Since(began)
 
@@ -294,7 +386,7 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	if c.steps > 0 && c.stepLines == 0 {
 		t.Errorf("%d clock steps sent, none acknowledged (STEP lines)", c.steps)
 	}
-	if del != nil && len(c.deletions) == 0 {
+	if del != nil && len(c.deletions) == c.restores {
 		t.Errorf("the SQLite file was never deleted")
 	}
 	if c.roll != nil {
@@ -302,6 +394,9 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 		if len(c.rollbacks) == 0 {
 			t.Errorf("the lease row was never rolled back")
 		}
+	}
+	if restore != nil && c.restores == 0 {
+		t.Errorf("the SQLite file was never restored")
 	}
 	// A simulated suspend longer than the TTL closes the leader's trust
 	// window by its own clock: the term ends at its next renewal timer.
@@ -343,11 +438,11 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	}
 	figures := fmt.Sprintf("chaos %s: %d procs, %v (seed %d): %d terms (%d wrote rows), %d kills (%d bursts), %d pauses (longest %v), "+
 		"%d simulated suspends (term ended %v after at the latest, %d writes meanwhile), %d clock steps (±%v, %d acknowledged), %d file deletions (%d processes exited on it), "+
-		"%d graceful stops, %d restarts, %d rows, %d refused fenced writes, %d refused zombie writes, %d error lines; "+
+		"%d restores of the file, %d graceful stops, %d restarts, %d rows, %d refused fenced writes, %d refused zombie writes, %d error lines; "+
 		"%d violations, %d job overlaps excused by pauses (longest %v); longest gap %v (bound %v), longest gap nothing excuses %v (bound %v)",
 		store, procs, elapsed.Round(100*time.Millisecond), seed, len(c.starts), rep.terms, c.kills, c.bursts, len(c.pauses),
 		longestPause.Round(time.Millisecond), len(c.suspends), slowestSuspend.Round(time.Millisecond), writesAfterSuspend,
-		c.steps, *flagStep, c.stepLines, len(c.deletions), c.goneLines, c.stops, c.restarts, rep.rows, c.refused, c.zombies, len(c.errLines),
+		c.steps, *flagStep, c.stepLines, len(c.deletions)-c.restores, c.goneLines, c.restores, c.stops, c.restarts, rep.rows, c.refused, c.zombies, len(c.errLines),
 		len(rep.violations), excused, longestOverlap.Round(time.Millisecond),
 		rep.longest.length.Round(time.Millisecond), rep.longest.bound.Round(time.Millisecond),
 		plain.length.Round(time.Millisecond), b.base())

@@ -129,7 +129,8 @@ type cluster struct {
 	pauses      []pause
 	wrote       []wrote
 	suspends    []*suspension
-	deletions   []time.Time
+	deletions   []time.Time // of the file, or its replacement by a restore
+	restores    int         // of those, replacements
 	rollbacks   []time.Time // when the test wrote a saved lease row back
 	copied      []row       // rows of deleted files
 	refused     int
@@ -469,10 +470,15 @@ func (c *cluster) liveOthers(p *proc) int {
 // the SQLite file instead, if del is not nil. Clock steps of random
 // processes run all along. At the end it waits for a leader, so that the
 // last action's gap is measured too.
-func (c *cluster) run(d time.Duration, del deleteFunc) {
+func (c *cluster) run(d time.Duration, del, restore deleteFunc) {
 	began := time.Now()
 	end := began.Add(d)
 	deleteAt := began.Add(time.Duration(float64(d) * (0.35 + 0.3*c.rnd.Float64())))
+	var restoreAt []time.Time // twice, away from the deletion
+	if restore != nil {
+		restoreAt = []time.Time{began.Add(time.Duration(float64(d) * (0.15 + 0.15*c.rnd.Float64()))),
+			began.Add(time.Duration(float64(d) * (0.7 + 0.15*c.rnd.Float64())))}
+	}
 	var settledAt time.Time // when the last action's effect was over
 	for time.Now().Before(end) {
 		dwell := c.randBetween(minDwell, maxDwell)
@@ -500,11 +506,16 @@ func (c *cluster) run(d time.Duration, del deleteFunc) {
 			break
 		}
 		var kind string
-		if del != nil && !time.Now().Before(deleteAt) {
+		switch {
+		case len(restoreAt) > 0 && !time.Now().Before(restoreAt[0]):
+			kind = "restore of the file"
+			c.deleteFile(restore, "moved a backup over")
+			restoreAt = restoreAt[1:]
+		case del != nil && !time.Now().Before(deleteAt):
 			kind = "deletion of the file"
-			c.deleteFile(del)
+			c.deleteFile(del, "deleted")
 			del = nil
-		} else {
+		default:
 			kind = c.act(target)
 		}
 		recovered := c.waitUntil(recoverTimeout, func() bool {
@@ -610,9 +621,9 @@ func (c *cluster) burst(p *proc) {
 	}
 }
 
-// deleteFile deletes the SQLite file under the running processes with del,
-// keeping its rows, and records the new file.
-func (c *cluster) deleteFile(del deleteFunc) {
+// deleteFile deletes (or, as what says, replaces) the SQLite file under the
+// running processes with del, keeping its rows, and records the new file.
+func (c *cluster) deleteFile(del deleteFunc, what string) {
 	c.mu.Lock()
 	file := len(c.inodes)
 	c.mu.Unlock()
@@ -620,7 +631,7 @@ func (c *cluster) deleteFile(del deleteFunc) {
 	defer cancel()
 	rows, inode, err := del(ctx, file-1)
 	if err != nil {
-		c.t.Errorf("delete the SQLite file: %v", err)
+		c.t.Errorf("%s the SQLite file: %v", what, err)
 		return
 	}
 	// Dated once done: del waits for the file's write lock, and the old
@@ -628,7 +639,10 @@ func (c *cluster) deleteFile(del deleteFunc) {
 	// last, gets its first row after that.
 	at := time.Now()
 	c.mu.Lock()
-	c.timeline = append(c.timeline, event{at, fmt.Sprintf("test: deleted the SQLite file (%d rows copied), new file's inode %d", len(rows), inode)})
+	if what != "deleted" {
+		c.restores++
+	}
+	c.timeline = append(c.timeline, event{at, fmt.Sprintf("test: %s the SQLite file (%d rows copied), new file's inode %d", what, len(rows), inode)})
 	c.copied = append(c.copied, rows...)
 	c.deletions = append(c.deletions, at)
 	c.inodes = append(c.inodes, inode)

@@ -22,7 +22,7 @@ func TestDeletionDatedAfterIt(t *testing.T) {
 			time.Sleep(time.Second) // BEGIN IMMEDIATE waits for a fenced write
 			removed = time.Now()
 			return nil, 2, nil
-		})
+		}, "deleted")
 		if len(c.deletions) != 1 {
 			t.Fatalf("%d deletions recorded, want 1", len(c.deletions))
 		}

@@ -17,7 +17,7 @@
 //	ZOMBIE <holder> <token> <result> a write with the token of the term that just ended: refused or committed
 //	STEP <holder> <offset>           the wall clock was stepped; offset is its total step now
 //	SUSPEND <holder> <token> <d> <t> a suspend of d was simulated at t, while leading term token (0: not leading, none simulated)
-//	GONE <holder> <message>          the store reports its file deleted or replaced: the process exits (status 3)
+//	GONE <holder> <message>          the store reports its file deleted or replaced, and it cannot go on (its health check fails): the process exits (status 3)
 //	ERROR <holder> <message>         a job, store or elector error
 //	EXIT <holder>                    stopped gracefully after SIGTERM
 //
@@ -103,6 +103,9 @@ func run() error {
 		store elector.Store
 		write writeFunc
 		inode uint64
+		// healthy is the store's health check: a store that follows its
+		// path to a restored file goes on after an error of the file.
+		healthy = func() error { return nil }
 	)
 	switch {
 	case *pgDSN != "":
@@ -118,21 +121,12 @@ func run() error {
 			return err
 		}
 		defer s.Close()
-		if fi, err := os.Stat(*dbPath); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				inode = st.Ino
-			}
-		}
-		if _, err := s.DB().ExecContext(context.Background(), `CREATE TABLE IF NOT EXISTS "`+*table+`" (
-			seq    INTEGER PRIMARY KEY AUTOINCREMENT,
-			token  INTEGER NOT NULL,
-			holder TEXT    NOT NULL,
-			n      INTEGER NOT NULL,
-			at_us  INTEGER NOT NULL
-		) STRICT`); err != nil {
+		inode = inodeOf(*dbPath)
+		if _, err := s.DB().ExecContext(context.Background(), createSQL(*table)); err != nil {
 			return err
 		}
 		store, write = s, sqliteWriter(s, *table, *hold)
+		healthy = func() error { return s.Healthy(nil) }
 	default:
 		return errors.New("need -db or -pg")
 	}
@@ -149,7 +143,7 @@ func run() error {
 	gone := make(chan struct{})
 	var goneOnce sync.Once
 	checkGone := func(err error) {
-		if errors.Is(err, sqlitelease.ErrFileChanged) {
+		if errors.Is(err, sqlitelease.ErrFileChanged) && healthy() != nil {
 			goneOnce.Do(func() {
 				out.printf("GONE %s %s", *holder, oneLine(err))
 				close(gone)
@@ -185,7 +179,15 @@ func run() error {
 	leader := decorator.Decorate[decorator.Job](job, e,
 		decorator.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 		decorator.WithHooks(decorator.Hooks{
-			OnElected: func(_ context.Context, t elector.Term) { out.printf("START %s %d", *holder, t.Token()) },
+			OnElected: func(_ context.Context, t elector.Term) {
+				// The store follows its path to a restored file: name the
+				// file of the term.
+				if now := inodeOf(*dbPath); now != 0 && now != inode {
+					inode = now
+					out.printf("OPEN %s %d", *holder, inode)
+				}
+				out.printf("START %s %d", *holder, t.Token())
+			},
 			OnDemoted: func(ctx context.Context, t elector.Term, cause error) {
 				out.printf("STOP %s %d %s", *holder, t.Token(), oneLine(cause))
 				checkGone(cause)
@@ -294,6 +296,11 @@ func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeF
 	insert := `INSERT INTO "` + table + `" (token, holder, n, at_us) VALUES (?, ?, ?, ?)`
 	return func(ctx context.Context, l elector.Lease, n int64, zombie bool) error {
 		fn := func(ctx context.Context, tx *sql.Tx) error {
+			// The table may be missing from a new file that the store
+			// followed its path to.
+			if _, err := tx.ExecContext(ctx, createSQL(table)); err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, insert, int64(l.Token), l.Holder, n, time.Now().UnixMicro()); err != nil {
 				return err
 			}
@@ -304,6 +311,27 @@ func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeF
 		}
 		return s.Fenced(ctx, fn)
 	}
+}
+
+// createSQL creates the table the job writes its rows into, if missing.
+func createSQL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS "` + table + `" (
+		seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+		token  INTEGER NOT NULL,
+		holder TEXT    NOT NULL,
+		n      INTEGER NOT NULL,
+		at_us  INTEGER NOT NULL
+	) STRICT`
+}
+
+// inodeOf returns the inode of the file at path, 0 if there is none.
+func inodeOf(path string) uint64 {
+	if fi, err := os.Stat(path); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return st.Ino
+		}
+	}
+	return 0
 }
 
 // pgWriter inserts rows stamped with the server's clock_timestamp(). The

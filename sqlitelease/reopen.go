@@ -1,0 +1,253 @@
+package sqlitelease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
+)
+
+// A Store follows its path to a file that replaced its own (a restore:
+// `mv restored.db app.db`), in reopen. Two things keep that safe:
+//
+//   - Every term the Store issued on the old file ends: ended is the largest
+//     token it had issued, and Renew, Release and fenced writes refuse the
+//     terms up to it. Terms issued on the new file have larger tokens (see
+//     Tokens in the package documentation).
+//   - No Store takes a lease of the restored file at once, since a job of a
+//     term on the old file may still run: the rows of the restored file are
+//     marked held by their last holder, without a liveness record, so that
+//     candidates wait the elapsed-time rule for each (restoreSQL). The
+//     Store that reopens marks them; so does, on Linux, the first acquire
+//     of any Store that finds the file's high-water mark below the mark in
+//     <db>-live while other Stores run (a Store opened after the restore,
+//     which never saw the old file): tokens were issued that the file does
+//     not know of. A lease that the restored file has no row of gets such a
+//     row at its first acquire (placeholderSQL), once the file has been
+//     marked (restoredKey).
+//
+// SQLite pairs a database with the -wal and -shm files at its path: the old
+// file's are the wrong ones for the restored file, so reopen refuses to
+// open the new file while they are still there (see sideFilesGone). (The
+// last connection to close the old file leaves the -wal at the path, the
+// new file's by then, alone: SQLite sees that its file moved.)
+
+// restoredKey is the key in leaderaware_meta of the high-water mark that a
+// replaced file's rows were marked held at (see restoreSQL).
+const restoredKey = "restored_below"
+
+// restoreSQL marks every lease row of a restored file held by its last
+// holder, with no liveness record and a TTL of at least ?1 ms; ?2 is
+// written_at, which floors the new version as every write's is. restoredSQL then raises the high-water mark to ?1 and records
+// it as restoredKey.
+const (
+	restoreSQL = `UPDATE ` + leaseTable + ` SET released = 0, version = max(version + 1, ?2 * 1000), ttl_ms = max(ttl_ms, ?1),
+	written_at = ?2, live_file = NULL, live_offset = NULL, live_version = NULL`
+	restoredSQL = `INSERT INTO ` + metaTable + ` (key, value) VALUES ('` + highWaterKey + `', ?1), ('` + restoredKey + `', ?1)
+ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`
+)
+
+// placeholderSQL gives the lease ?1 of a restored file a row held by nobody
+// known, with the token recorded at the restore, if it has none: a term of
+// it on the old file may still run. ?2 is the TTL in ms, ?3 written_at.
+const placeholderSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, version, ttl_ms, released, written_at)
+SELECT ?1, '(restored file)', value, max(1, ?3 * 1000), ?2, 0, ?3 FROM ` + metaTable + ` WHERE key = '` + restoredKey + `' AND value > 0
+ON CONFLICT (name) DO NOTHING`
+
+// fileHighSQL reads the file's token high-water mark.
+const fileHighSQL = `SELECT coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0)`
+
+// restoreFile marks the rows of the file on lc held (restoreSQL) if its
+// high-water mark is below floor and others reports that another Store may
+// run a term of the old file, and gives the lease name, if not "", a
+// placeholder row. It reports whether it wrote anything. The caller holds
+// the write lock.
+func restoreFile(ctx context.Context, lc *leaseConn, floor int64, others func() bool, name string, ttlMs int64) (bool, error) {
+	now := clock.Wall().UnixMilli()
+	var high int64
+	if err := lc.conn.QueryRowContext(ctx, fileHighSQL).Scan(&high); err != nil {
+		return false, err
+	}
+	marked := high < floor && others()
+	if marked {
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{{restoreSQL, []any{ttlMs, now}}, {restoredSQL, []any{floor}}} {
+			if _, err := lc.conn.ExecContext(ctx, q.sql, q.args...); err != nil {
+				return false, fmt.Errorf("mark the leases of the restored file held: %w", err)
+			}
+		}
+	}
+	if name == "" {
+		return marked, nil
+	}
+	res, err := lc.conn.ExecContext(ctx, placeholderSQL, name, ttlMs, now)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return marked || n > 0, err
+}
+
+// reopen opens the path again after check found that it names another file
+// (changed is that finding), ending the Store's terms on the old file and
+// marking the new file's leases held (see above). It returns changed, with
+// the reason, if the path names no file, an empty one, or one it cannot
+// open yet.
+func (s *Store) reopen(ctx context.Context, changed error) error {
+	fi, err := os.Stat(s.abs)
+	if err != nil || fi.Size() == 0 || os.SameFile(fi, s.fileInfo()) {
+		return changed
+	}
+	if real, err := resolvePath(s.path, s.abs); err != nil || real != s.real {
+		return changed // a link now leads elsewhere: that is another file, not a restore
+	}
+	s.ended.Store(s.issued.Load())
+	if err := s.sideFilesGone(); err != nil {
+		return fmt.Errorf("%w; %w", changed, err)
+	}
+	var floor int64 // the old file's mark; on Linux the mark in <db>-live too
+	if s.lc != nil {
+		_ = s.lc.conn.QueryRowContext(ctx, fileMarkSQL).Scan(&floor)
+	}
+	floor = max(floor, s.issued.Load())
+	hold, err := holdFile(s.path, s.real) // one path to the new file too
+	if err != nil {
+		return fmt.Errorf("%w; reopen the path: %w", changed, err)
+	}
+	db, err := sql.Open("sqlite", dsn(s.real, s.cfg))
+	if err != nil {
+		hold.release()
+		return fmt.Errorf("%w; reopen the path: %w", changed, err)
+	}
+	lc, err := s.setUpOn(ctx, db, hold, fi, floor)
+	if err != nil {
+		_ = db.Close()
+		hold.release()
+		return fmt.Errorf("%w; reopen the path: %w", changed, err)
+	}
+	if s.lc != nil {
+		_ = s.lc.close()
+	}
+	s.left = append(s.left, leftFile{s.DB(), s.hold.Load()})
+	s.lc = lc
+	s.db.Store(db)
+	s.hold.Store(hold)
+	s.file.Store(&fi)
+	s.sides = sideFiles(s.real)
+	s.fileOK.Store(0)
+	s.watch.setDB(db)
+	slog.Warn("sqlitelease: the database file was replaced; the store ended its terms on the old file and opened the new one",
+		"path", s.abs, "ended_up_to_token", s.ended.Load())
+	return nil
+}
+
+// leftFile is a database file that the Store left for the one that
+// replaced it: its pool, and the Store's hold on it.
+type leftFile struct {
+	db   *sql.DB
+	hold *fileHold
+}
+
+// setUpOn sets up the file that db opens, which must be fi (held by hold),
+// and marks its leases held unless its high-water mark reaches floor.
+func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.FileInfo, floor int64) (*leaseConn, error) {
+	var lc *leaseConn
+	err := retryBusy(ctx, func() (err error) {
+		lc, _, err = trySetUp(ctx, db)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if now, err := os.Stat(s.abs); err != nil || !os.SameFile(fi, now) || !hold.is(now) {
+		_ = lc.close()
+		return nil, errReplaced
+	}
+	always := func() bool { return true } // this Store's own jobs may still run
+	err = lc.writeTx(ctx, func() error {
+		return s.live.withMark(ctx, func(mark int64) (int64, error) {
+			_, err := restoreFile(ctx, lc, max(floor, mark), always, "", 1)
+			return mark, err
+		})
+	})
+	if err != nil {
+		_ = lc.close()
+		return nil, err
+	}
+	return lc, nil
+}
+
+// errTermEnded is the error of an operation on a term that the Store issued
+// on a file it has since left for the file that replaced it. It matches
+// ErrFileChanged, without its advice: the Store went on already.
+var errTermEnded error = termEndedError{}
+
+type termEndedError struct{}
+
+func (termEndedError) Error() string {
+	return "the term was on the database file that the path named before; the store ended it when it opened the file that replaced it"
+}
+
+func (termEndedError) Is(target error) bool { return target == ErrFileChanged }
+
+// endedTerm reports whether the term with token ended when the Store
+// reopened its path.
+func (s *Store) endedTerm(token uint64) bool { return sqlInt(token) <= s.ended.Load() }
+
+// sideFiles records the -wal and -shm files at the path, which SQLite pairs
+// with the file the Store opened.
+func sideFiles(abs string) [2]os.FileInfo {
+	var fis [2]os.FileInfo
+	for i, suffix := range []string{"-wal", "-shm"} {
+		fis[i], _ = os.Stat(abs + suffix)
+	}
+	return fis
+}
+
+// sideFilesGone returns an error while the -wal or -shm file of the old file
+// is still at the path: SQLite would read the old file's log into the new
+// one.
+func (s *Store) sideFilesGone() error {
+	now := sideFiles(s.real)
+	for i, old := range s.sides {
+		if old != nil && now[i] != nil && os.SameFile(old, now[i]) {
+			return fmt.Errorf("the write-ahead log files %q and %q of the replaced file are still there, and SQLite would read them into the new file: "+
+				"remove them (a restore that moves a file in must remove them too)", s.real+"-wal", s.real+"-shm")
+		}
+	}
+	return nil
+}
+
+// healthTimeout bounds how long Healthy waits for the lease connection.
+const healthTimeout = 5 * time.Second
+
+// Healthy is a health check in the shape of controller-runtime's
+// healthz.Checker (the request may be nil): an error matching
+// [ErrFileChanged] while the Store can no longer work on a database file at
+// its path (see there), nil otherwise, and after Close.
+func (s *Store) Healthy(r *http.Request) error {
+	if s.isClosed.Load() || s.statFile() == nil {
+		return nil // one stat: the file at the path is the Store's
+	}
+	ctx := context.Background()
+	if r != nil {
+		ctx = r.Context()
+	}
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	// A lease operation that does nothing: it checks the file again, and
+	// follows the path to a new one.
+	err := s.withLease(ctx, func(*leaseConn) error { return nil })
+	if errors.Is(err, ErrFileChanged) {
+		return fmt.Errorf("sqlitelease: %q: %w", s.path, err)
+	}
+	return nil
+}

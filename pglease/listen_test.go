@@ -64,8 +64,11 @@ func TestWatchReleaseAcrossStores(t *testing.T) {
 }
 
 // TestHandoffAcrossStores proves the goal of the listener: when a leader on
-// one Store resigns, a candidate on another Store takes over within a bound
-// far below its RetryInterval (5s), round after round.
+// one Store resigns, a candidate on another Store that found the lease held
+// takes over within a bound far below its RetryInterval (5s) and TTL (3s),
+// round after round. Each candidate starts as the last round ends, so the
+// NOTIFY of the last release may wake it once more for nothing; that must
+// not cost it the next one.
 func TestHandoffAcrossStores(t *testing.T) {
 	const (
 		rounds = 6
@@ -74,10 +77,15 @@ func TestHandoffAcrossStores(t *testing.T) {
 	schema := freshSchema(t)
 	stores := [2]*Store{openStore(t, WithSchema(schema)), openStore(t, WithSchema(schema))}
 	cfg := elector.Config{TTL: 3 * time.Second, RetryInterval: 5 * time.Second}
-	var electors [2]*elector.LeaseElector
+	var (
+		electors [2]*elector.LeaseElector
+		waiting  [2]heldObserver
+	)
 	for i, s := range stores {
 		c := cfg
 		c.Holder = unique("handoff-")
+		waiting[i] = make(heldObserver, 1)
+		c.Observer = waiting[i]
 		e, err := elector.New(s, "handoff", c)
 		require.NoError(t, err)
 		electors[i] = e
@@ -88,6 +96,8 @@ func TestHandoffAcrossStores(t *testing.T) {
 	for round := range rounds {
 		next := electors[(round+1)%2]
 		nextStore := stores[(round+1)%2]
+		held := waiting[(round+1)%2]
+		drainHeld(held)
 		type result struct {
 			term elector.Term
 			err  error
@@ -99,7 +109,11 @@ func TestHandoffAcrossStores(t *testing.T) {
 			got <- result{tm, err}
 		}()
 		waitListening(t, nextStore, 1)
-		time.Sleep(20 * time.Millisecond) // let the candidate's first TryAcquire see the lease held
+		select { // the candidate waits: it found the lease held
+		case <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the candidate did not find the lease held within 10s", round)
+		}
 		require.NoError(t, term.Resign(testCtx(t)))
 		start := time.Now()
 		r := <-got
@@ -113,6 +127,30 @@ func TestHandoffAcrossStores(t *testing.T) {
 	require.NoError(t, term.Resign(testCtx(t)))
 	slices.Sort(took)
 	t.Logf("handoff times %v, median %v", took, took[len(took)/2])
+}
+
+// heldObserver receives a value, without blocking, when its elector's
+// campaign finds the lease held.
+type heldObserver chan struct{}
+
+func (o heldObserver) Observe(ev elector.Event) {
+	if ev.Kind == elector.EventCampaign && ev.Result == elector.ResultHeld {
+		select {
+		case o <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drainHeld empties o.
+func drainHeld(o heldObserver) {
+	for {
+		select {
+		case <-o:
+		default:
+			return
+		}
+	}
 }
 
 // TestCloseStopsListener proves that Close stops the listener and waits for

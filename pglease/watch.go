@@ -22,9 +22,10 @@ const (
 const maxWatchEvery = elector.MaxTTL
 
 // WatchLease implements [elector.LeaseWatcher]. The channel receives the
-// current lease of name (the zero Lease when it is free) the first time the
-// Store reads it and whenever it changes; it holds the latest state only,
-// is never closed, and sends never block. Call stop once done. An every of
+// current lease of name the first time the Store reads it and whenever it
+// changes, and the zero Lease whenever the Store hears of a release or
+// reads the lease free; it holds the latest state only, is never closed,
+// and sends never block. Call stop once done. An every of
 // 0 or less means [elector.DefaultRetryInterval].
 //
 // One goroutine per Store follows every watched lease: it reads all of them
@@ -100,18 +101,20 @@ type watchedLease struct {
 type leaseSub struct {
 	ch    chan elector.Lease
 	every time.Duration
-	sent  bool          // something was delivered
 	last  elector.Lease // what was delivered last
 }
 
-// deliver hands l to sub if it is the first state or a new one, replacing
-// a state sub has not received yet. w.mu is held, which makes the send
-// never block: all senders hold it, so the buffer is empty after the drain.
+// deliver hands l to sub, replacing a state sub has not received yet,
+// unless l is the held lease sub got last. The zero Lease (free) goes out
+// every time: it tells no release from another, and between two of them
+// the candidate may have found the lease taken by its own TryAcquire, a
+// term this watcher never read. w.mu is held, which makes the send never
+// block: all senders hold it, so the buffer is empty after the drain.
 func (sub *leaseSub) deliver(l elector.Lease) {
-	if sub.sent && sub.last.Token == l.Token && sub.last.Version == l.Version {
+	if l.Token != 0 && sub.last.Token == l.Token && sub.last.Version == l.Version {
 		return
 	}
-	sub.sent, sub.last = true, l
+	sub.last = l
 	select {
 	case <-sub.ch:
 	default:

@@ -1,6 +1,7 @@
 package pglease
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"testing"
@@ -72,6 +73,47 @@ func TestWatchLeaseLocalRelease(t *testing.T) {
 	s.mu.Lock()
 	assert.Nil(t, s.listener, "WithoutListener must not start a listener")
 	s.mu.Unlock()
+}
+
+// TestWatchLeaseEveryRelease proves that every release reaches a watcher,
+// even one that never saw the term it ended: a candidate that got the zero
+// Lease and then found the lease taken by its own TryAcquire (after a late
+// NOTIFY of an earlier release, or a poll that read the lease free) must
+// hear the next release, not wait out the TTL. Each round takes the lease
+// and releases it before the watcher reads it; the poll interval is a
+// minute, so only the release, or the read it kicks, can deliver.
+func TestWatchLeaseEveryRelease(t *testing.T) {
+	for _, via := range []string{"this Store", "NOTIFY", "poll"} {
+		t.Run(via, func(t *testing.T) {
+			schema := freshSchema(t)
+			var watcher, writer *Store
+			kick := func() {} // what makes the watcher read after a release
+			switch via {
+			case "this Store":
+				watcher = openStore(t, WithSchema(schema), WithoutListener())
+				writer = watcher
+			case "NOTIFY":
+				watcher, writer = openStore(t, WithSchema(schema)), openStore(t, WithSchema(schema))
+			case "poll":
+				watcher, writer = openStore(t, WithSchema(schema), WithoutListener()), openStore(t, WithSchema(schema))
+				kick = watcher.leaseWatch.pokeLocked
+			}
+			states, stop := watcher.WatchLease("again", time.Minute)
+			defer stop()
+			watcher.leaseWatch.pokeLocked()
+			watchtest.ExpectState(t, states, elector.Lease{}, 10*time.Second, "the first read")
+			if via == "NOTIFY" {
+				waitListening(t, watcher, 1)
+			}
+			for round := range 3 {
+				l, err := writer.TryAcquire(testCtx(t), "again", "a", time.Minute, elector.Lease{})
+				require.NoError(t, err)
+				require.NoError(t, writer.Release(testCtx(t), l))
+				kick()
+				watchtest.ExpectState(t, states, elector.Lease{}, 10*time.Second, fmt.Sprintf("release %d", round))
+			}
+		})
+	}
 }
 
 // TestWatchLeaseSmallestEvery proves that the watcher polls at the smallest

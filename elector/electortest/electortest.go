@@ -67,6 +67,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) elector.Store) {
 		{"BadInput", testBadInput},
 		{"ReleaseWakesWatcher", testReleaseWakesWatcher},
 		{"WatchLeaseSeesEveryState", testWatchLease},
+		{"WatchLeaseSeesEveryRelease", testWatchLeaseEveryRelease},
 		{"Linearizable", testLinearizable},
 	}
 	call := calls.Add(1)
@@ -451,4 +452,31 @@ func testWatchLease(t *testing.T, s elector.Store, name string) {
 	expect(elector.Lease{}, "after Release (free)")
 	stop()
 	stop() // stop is idempotent
+}
+
+// testWatchLeaseEveryRelease checks stores that implement
+// elector.LeaseWatcher: every release reaches a watcher, even when the
+// watcher was never sent the term it ended. A candidate that got the zero
+// Lease and then found the lease taken by its own TryAcquire must hear
+// that term's release too, not wait out the TTL.
+func testWatchLeaseEveryRelease(t *testing.T, s elector.Store, name string) {
+	w, ok := s.(elector.LeaseWatcher)
+	if !ok {
+		t.Skipf("%T does not implement elector.LeaseWatcher", s)
+	}
+	states, stop := w.WatchLease(name, time.Minute) // a poll must not be what delivers
+	defer stop()
+	for round := range 3 {
+		l := acquire(t, s, name, "a", elector.Lease{})
+		require.NoError(t, s.Release(ctx(t), l))
+		deadline := time.After(5 * time.Second)
+		for free := false; !free; {
+			select {
+			case got := <-states:
+				free = got.Token == 0
+			case <-deadline:
+				t.Fatalf("release %d did not reach the watcher within 5s", round)
+			}
+		}
+	}
 }

@@ -643,7 +643,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	var n int64
 	err := s.withLease(ctx, func(lc *leaseConn) error {
 		if s.endedTerm(l.Token) {
-			return errTermEnded
+			return nil // not the current term of the file at the path: nothing to release
 		}
 		res, err := lc.release.ExecContext(ctx, l.Name, l.Holder, sqlInt(l.Token), clock.Wall().UnixMilli())
 		if err != nil {

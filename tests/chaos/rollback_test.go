@@ -30,6 +30,9 @@ type saveFunc func(ctx context.Context) (restore func(context.Context) (bool, er
 const (
 	minRollbackAfter, maxRollbackAfter = 600 * time.Millisecond, 1500 * time.Millisecond
 	minRollbackEvery, maxRollbackEvery = time.Second, 3 * time.Second
+	// minRollbackTries is how many write-backs a run must have tried before
+	// it must have landed one: a short run (20 s) may see every one miss.
+	minRollbackTries = 20
 )
 
 // roller is the rollback fault of a run. The test goroutine owns it.
@@ -38,10 +41,13 @@ type roller struct {
 	restore func(context.Context) (bool, error) // the saved row; nil if none
 	due     time.Time                           // of the next save, or of the restore
 	errs    int
+	tries   int // write-backs attempted
 }
 
 // rollDue saves the lease row or writes it back when that is due, and
-// records each write-back in c.rollbacks.
+// records each write-back in c.rollbacks. A write-back only lands if the
+// term it saved still holds (or the row is released), so one that misses
+// saves the row again at once.
 func (c *cluster) rollDue() {
 	r := c.roll
 	if r == nil || time.Now().Before(r.due) {
@@ -64,7 +70,9 @@ func (c *cluster) rollDue() {
 		return
 	}
 	at := time.Now() // before the write: the gap bound counts from here
-	switch wrote, err := r.restore(ctx); {
+	r.tries++
+	wrote, err := r.restore(ctx)
+	switch {
 	case err != nil:
 		r.errs++
 		c.t.Logf("rollback: write the lease row back: %v", err)
@@ -74,6 +82,9 @@ func (c *cluster) rollDue() {
 		c.mu.Unlock()
 	}
 	r.restore = nil
+	if !wrote {
+		return // the term changed meanwhile (r.due has passed): save the row again at once
+	}
 	r.due = time.Now().Add(c.randBetween(minRollbackEvery, maxRollbackEvery))
 }
 

@@ -53,6 +53,7 @@ func TestResumeWatchChurn(t *testing.T) {
 		synctest.Wait()
 		assert.Zero(t, goroutinesIn("elector.(*resumeWatch).run("), "after the last Resign")
 		term := campaign(t, newElector(t, s, "late", fast))
+		time.Sleep(fast.RenewInterval / 2) // its renew goroutine waits for its timer
 		requireEndsOnLongSuspend(t, term)
 		term.Abandon()
 		synctest.Wait()

@@ -301,3 +301,25 @@ func TestFileRestoredDuringTerm(t *testing.T) {
 	_, err = holder.Renew(bg(t), l, time.Minute)
 	require.ErrorIs(t, err, elector.ErrLeaseLost)
 }
+
+// TestFileRestoredLongerTerm restores a backup whose row of the lease has a
+// shorter TTL than the term the holder runs on the replaced file. A
+// candidate that follows the path must wait at least that term's TTL, for
+// the holder's job may run that long: not the backup row's.
+func TestFileRestoredLongerTerm(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder := openPath(t, path)
+	candidate := openPath(t, path)
+	l, err := holder.TryAcquire(bg(t), "job", "a", 50*time.Millisecond, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, holder.Release(bg(t), l))
+	saved := backup(t, holder, path) // a row with a TTL of 50ms
+	_, err = holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	restore(t, saved, path)
+
+	require.NoError(t, candidate.Healthy(nil)) // which follows the path
+	held := requireHeld(t, candidate, "job", "b")
+	require.GreaterOrEqual(t, held.TTL, time.Minute, "a candidate must wait out the term on the replaced file")
+}

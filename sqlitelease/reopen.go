@@ -238,11 +238,15 @@ func (s *Store) sideFilesGone() error {
 const healthTimeout = 5 * time.Second
 
 // Healthy is a health check in the shape of controller-runtime's
-// healthz.Checker (the request may be nil): an error matching
-// [ErrFileChanged] while the Store can no longer work on a database file at
-// its path (see there), nil otherwise, and after Close.
+// healthz.Checker (the request may be nil): an error, matching
+// [ErrFileChanged] or [ErrSecondPath], while the Store cannot work on a
+// database file at its path (see there), nil otherwise, and after Close.
 func (s *Store) Healthy(r *http.Request) error {
-	if s.isClosed.Load() || s.statFile() == nil {
+	if s.isClosed.Load() {
+		return nil
+	}
+	changed := s.statFile()
+	if changed == nil {
 		return nil // one stat: the file at the path is the Store's
 	}
 	ctx := context.Background()
@@ -253,9 +257,13 @@ func (s *Store) Healthy(r *http.Request) error {
 	defer cancel()
 	// A lease operation that does nothing: it checks the file again, and
 	// follows the path to a new one.
+	// Until it has, the Store cannot work (its operations may be busy).
 	err := s.withLease(ctx, func(*leaseConn) error { return nil })
-	if errors.Is(err, ErrFileChanged) {
+	switch {
+	case errors.Is(err, ErrFileChanged):
 		return fmt.Errorf("sqlitelease: %q: %w", s.path, err)
+	case err != nil:
+		return fmt.Errorf("sqlitelease: %q: %w; following the path: %w", s.path, changed, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -322,4 +323,35 @@ func TestFileRestoredLongerTerm(t *testing.T) {
 	require.NoError(t, candidate.Healthy(nil)) // which follows the path
 	held := requireHeld(t, candidate, "job", "b")
 	require.GreaterOrEqual(t, held.TTL, time.Minute, "a candidate must wait out the term on the replaced file")
+}
+
+// TestHealthyWhileBusy asks for the health of a Store whose file was
+// deleted while its lease operations are busy with another call (say, a
+// campaign waiting for the lock of a restored file). The health check cannot
+// follow the path in time, and must not report healthy.
+func TestHealthyWhileBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	s := openPath(t, path)
+	removeDB(t, path)
+	release := sqlitelease.Occupy(s)
+	defer release()
+
+	ctx, cancel := context.WithTimeout(bg(t), 100*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/healthz", nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Healthy(req), sqlitelease.ErrFileChanged)
+}
+
+// TestHealthyWithSecondPath links the database file into another directory
+// under a running Store, which then refuses every write: its health check
+// must say so.
+func TestHealthyWithSecondPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	s := openPath(t, path)
+	require.NoError(t, os.Link(path, filepath.Join(t.TempDir(), "app.db")))
+
+	_, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.ErrorIs(t, err, sqlitelease.ErrSecondPath)
+	require.ErrorIs(t, s.Healthy(nil), sqlitelease.ErrSecondPath)
 }

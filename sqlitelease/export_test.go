@@ -1,6 +1,9 @@
 package sqlitelease
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Die drops the liveness lock of s without clearing the liveness records of
 // its leases, as the death of its process would, as far as other Stores can
@@ -71,4 +74,20 @@ func WatchReads(s *Store) uint64 {
 func SetOpenHook(fn func()) (restore func()) {
 	testHookSetUp = fn
 	return func() { testHookSetUp = nil }
+}
+
+// Occupy runs a lease operation of s that waits until the returned
+// function is called, which waits for it to end.
+func Occupy(s *Store) (release func()) {
+	started, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.worker.run(context.Background(), func() error {
+			close(started)
+			<-stop
+			return nil
+		})
+	}()
+	<-started
+	return func() { close(stop); <-done }
 }

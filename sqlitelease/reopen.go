@@ -60,6 +60,10 @@ const placeholderSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, ver
 SELECT ?1, '(restored file)', value, max(1, ?3 * 1000), ?2, 0, ?3 FROM ` + metaTable + ` WHERE key = '` + restoredKey + `' AND value > 0
 ON CONFLICT (name) DO NOTHING`
 
+// longestTTLSQL reads the longest TTL of the file's leases, in ms (1 if it
+// has none).
+const longestTTLSQL = `SELECT coalesce(max(ttl_ms), 1) FROM ` + leaseTable
+
 // fileHighSQL reads the file's token high-water mark.
 const fileHighSQL = `SELECT coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0)`
 
@@ -113,9 +117,12 @@ func (s *Store) reopen(ctx context.Context, changed error) error {
 	if err := s.sideFilesGone(); err != nil {
 		return fmt.Errorf("%w; %w", changed, err)
 	}
-	var floor int64 // the old file's mark; on Linux the mark in <db>-live too
+	// The old file's mark (on Linux the mark in <db>-live too), and its
+	// longest TTL: a term on it may run that long.
+	var floor, ttlMs int64 = 0, 1
 	if s.lc != nil {
 		_ = s.lc.conn.QueryRowContext(ctx, fileMarkSQL).Scan(&floor)
+		_ = s.lc.conn.QueryRowContext(ctx, longestTTLSQL).Scan(&ttlMs)
 	}
 	floor = max(floor, s.issued.Load())
 	hold, err := holdFile(s.path, s.real) // one path to the new file too
@@ -127,7 +134,7 @@ func (s *Store) reopen(ctx context.Context, changed error) error {
 		hold.release()
 		return fmt.Errorf("%w; reopen the path: %w", changed, err)
 	}
-	lc, err := s.setUpOn(ctx, db, hold, fi, floor)
+	lc, err := s.setUpOn(ctx, db, hold, fi, floor, ttlMs)
 	if err != nil {
 		_ = db.Close()
 		hold.release()
@@ -157,8 +164,9 @@ type leftFile struct {
 }
 
 // setUpOn sets up the file that db opens, which must be fi (held by hold),
-// and marks its leases held unless its high-water mark reaches floor.
-func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.FileInfo, floor int64) (*leaseConn, error) {
+// and marks its leases held, with a TTL of at least ttlMs, unless its
+// high-water mark reaches floor.
+func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.FileInfo, floor, ttlMs int64) (*leaseConn, error) {
 	var lc *leaseConn
 	err := retryBusy(ctx, func() (err error) {
 		lc, _, err = trySetUp(ctx, db)
@@ -174,7 +182,7 @@ func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.F
 	always := func() bool { return true } // this Store's own jobs may still run
 	err = lc.writeTx(ctx, func() error {
 		return s.live.withMark(ctx, func(mark int64) (int64, error) {
-			_, err := restoreFile(ctx, lc, max(floor, mark), always, "", 1)
+			_, err := restoreFile(ctx, lc, max(floor, mark), always, "", ttlMs)
 			return mark, err
 		})
 	})
@@ -230,11 +238,15 @@ func (s *Store) sideFilesGone() error {
 const healthTimeout = 5 * time.Second
 
 // Healthy is a health check in the shape of controller-runtime's
-// healthz.Checker (the request may be nil): an error matching
-// [ErrFileChanged] while the Store can no longer work on a database file at
-// its path (see there), nil otherwise, and after Close.
+// healthz.Checker (the request may be nil): an error, matching
+// [ErrFileChanged] or [ErrSecondPath], while the Store cannot work on a
+// database file at its path (see there), nil otherwise, and after Close.
 func (s *Store) Healthy(r *http.Request) error {
-	if s.isClosed.Load() || s.statFile() == nil {
+	if s.isClosed.Load() {
+		return nil
+	}
+	changed := s.statFile()
+	if changed == nil {
 		return nil // one stat: the file at the path is the Store's
 	}
 	ctx := context.Background()
@@ -245,9 +257,13 @@ func (s *Store) Healthy(r *http.Request) error {
 	defer cancel()
 	// A lease operation that does nothing: it checks the file again, and
 	// follows the path to a new one.
+	// Until it has, the Store cannot work (its operations may be busy).
 	err := s.withLease(ctx, func(*leaseConn) error { return nil })
-	if errors.Is(err, ErrFileChanged) {
+	switch {
+	case errors.Is(err, ErrFileChanged):
 		return fmt.Errorf("sqlitelease: %q: %w", s.path, err)
+	case err != nil:
+		return fmt.Errorf("sqlitelease: %q: %w; following the path: %w", s.path, changed, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -300,4 +301,57 @@ func TestFileRestoredDuringTerm(t *testing.T) {
 	require.ErrorIs(t, err, elector.ErrLeaseLost, "the term ended with the old file")
 	_, err = holder.Renew(bg(t), l, time.Minute)
 	require.ErrorIs(t, err, elector.ErrLeaseLost)
+}
+
+// TestFileRestoredLongerTerm restores a backup whose row of the lease has a
+// shorter TTL than the term the holder runs on the replaced file. A
+// candidate that follows the path must wait at least that term's TTL, for
+// the holder's job may run that long: not the backup row's.
+func TestFileRestoredLongerTerm(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	holder := openPath(t, path)
+	candidate := openPath(t, path)
+	l, err := holder.TryAcquire(bg(t), "job", "a", 50*time.Millisecond, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, holder.Release(bg(t), l))
+	saved := backup(t, holder, path) // a row with a TTL of 50ms
+	_, err = holder.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+
+	restore(t, saved, path)
+
+	require.NoError(t, candidate.Healthy(nil)) // which follows the path
+	held := requireHeld(t, candidate, "job", "b")
+	require.GreaterOrEqual(t, held.TTL, time.Minute, "a candidate must wait out the term on the replaced file")
+}
+
+// TestHealthyWhileBusy asks for the health of a Store whose file was
+// deleted while its lease operations are busy with another call (say, a
+// campaign waiting for the lock of a restored file). The health check cannot
+// follow the path in time, and must not report healthy.
+func TestHealthyWhileBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	s := openPath(t, path)
+	removeDB(t, path)
+	release := sqlitelease.Occupy(s)
+	defer release()
+
+	ctx, cancel := context.WithTimeout(bg(t), 100*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/healthz", nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Healthy(req), sqlitelease.ErrFileChanged)
+}
+
+// TestHealthyWithSecondPath links the database file into another directory
+// under a running Store, which then refuses every write: its health check
+// must say so.
+func TestHealthyWithSecondPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	s := openPath(t, path)
+	require.NoError(t, os.Link(path, filepath.Join(t.TempDir(), "app.db")))
+
+	_, err := s.TryAcquire(bg(t), "job", "a", time.Minute, elector.Lease{})
+	require.ErrorIs(t, err, sqlitelease.ErrSecondPath)
+	require.ErrorIs(t, s.Healthy(nil), sqlitelease.ErrSecondPath)
 }

@@ -17,7 +17,8 @@ import (
 // campaigns with e and starts j (wrapped in the [WithMiddleware] chain) only
 // while this replica holds a term, and whose Stop stops j, frees the lease
 // once j has stopped, and ends the campaign. See the package documentation
-// for the full lifecycle.
+// for the full lifecycle. A j with a Name() string method is shown by that
+// name in logs, errors and status; any other j by its Go type.
 //
 // Everything is built once, here: the middleware chain, the composed hooks
 // and the options. Start/Stop cycles never add layers, goroutines or hooks,
@@ -50,7 +51,7 @@ var _ interface {
 func newDecorated(j Job, e elector.Elector, opts []Option) *decorated {
 	cfg := newConfig(opts)
 	d := &decorated{
-		jobName:      fmt.Sprintf("%T", j),
+		jobName:      nameOf(j),
 		elector:      e,
 		hooks:        composeHooks(cfg.hooks),
 		log:          cfg.logger,
@@ -85,7 +86,7 @@ type decorated struct {
 	backoffMin   time.Duration
 	backoffMax   time.Duration
 	observer     elector.Observer // nil if none
-	jobName      string           // %T of the job given to Decorate
+	jobName      string           // nameOf the job given to Decorate
 	err          error            // bad input: Start returns it
 
 	status status // what the Status methods read
@@ -216,4 +217,13 @@ func (d *decorated) String() string {
 		return fmt.Sprintf("leader job %s (lease %q)", d.jobName, n)
 	}
 	return "leader job " + d.jobName
+}
+
+// nameOf is j's display name: its Name() if it has one that is not empty,
+// else its Go type.
+func nameOf(j Job) string {
+	if n, ok := j.(interface{ Name() string }); ok && n.Name() != "" {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", j)
 }

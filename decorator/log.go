@@ -2,7 +2,6 @@ package decorator
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -21,7 +20,7 @@ func Log(l *slog.Logger) Middleware {
 		if logger == nil {
 			logger = slog.Default()
 		}
-		return &logJob{next: next, log: logger, name: fmt.Sprintf("%T", next)}
+		return &logJob{next: next, log: logger, name: nameOf(next)}
 	}
 }
 

@@ -57,6 +57,16 @@
 // fxmodule.Module(...) to the app"), and one whose J nothing provides says
 // "provide the job" and names J.
 //
+// # Starting with the store down
+//
+// Module opens the store while fx.New builds the graph and does not retry:
+// a store that cannot be reached (a database that is down, at most 30
+// seconds for PostgreSQL to answer) is an error from fx.New, and the
+// process should exit. Under a supervisor that restarts it with backoff, as
+// Kubernetes does (CrashLoopBackOff, 10s doubling to 5 minutes), the app
+// comes up once the store does; retrying inside the process instead would
+// hide the outage from the supervisor and hold fx's start deadline.
+//
 // # Without fx
 //
 // The constructors behind the module, [NewSQLiteStore], [NewPostgresStore]

@@ -55,6 +55,9 @@ func Every(interval time.Duration, fn func(ctx context.Context) error, opts ...E
 // String returns the job's name (see [WithName]).
 func (j *EveryJob) String() string { return j.cfg.name }
 
+// Name returns the job's name, by which [decorator.Decorate] shows it.
+func (j *EveryJob) Name() string { return j.cfg.name }
+
 // Start launches the job's goroutine and returns at once. The first run
 // begins one interval later, or right away with [WithImmediate].
 //

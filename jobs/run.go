@@ -57,6 +57,9 @@ type runJob struct {
 func (j *runJob) Start(ctx context.Context) error { return j.g.start(ctx, &j.cfg, j.run) }
 func (j *runJob) Stop(ctx context.Context) error  { return j.g.stop(ctx, &j.cfg) }
 
+// Name is the job's name, by which the decorator shows it.
+func (j *runJob) Name() string { return j.cfg.name }
+
 // run calls fn once and returns its error, unless the error only says that
 // the job was stopped or it went to the error handler.
 func (j *runJob) run(ctx context.Context) error {

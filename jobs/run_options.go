@@ -15,7 +15,8 @@ type sharedOption func(*config)
 func (o sharedOption) applyEvery(c *config) { o(c) }
 func (o sharedOption) applyRun(c *config)   { o(c) }
 
-// WithName names the job in its errors and in the error log. The default is
+// WithName names the job in its errors and logs, and in the decorated job's
+// logs, errors and status. The default is
 // "every <interval>" for [Every] and "run" for [Run]; an empty name keeps it.
 func WithName(name string) RunOption {
 	return sharedOption(func(c *config) {

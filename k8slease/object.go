@@ -130,6 +130,12 @@ func leaseSeconds(ttl time.Duration) int32 {
 	return int32(min((ttl+time.Second-1)/time.Second+1, math.MaxInt32))
 }
 
+// ttlMillis is AnnotationTTL for ttl: milliseconds, rounded up, so that a
+// candidate never watches the lease for less than its TTL.
+func ttlMillis(ttl time.Duration) string {
+	return strconv.FormatInt(int64((ttl+time.Millisecond-1)/time.Millisecond), 10)
+}
+
 // startTerm makes obj hold a new term of holder with token, as client-go
 // writes an acquisition.
 func startTerm(obj *coordinationv1.Lease, holder string, ttl time.Duration, token uint64, now time.Time) {
@@ -138,7 +144,7 @@ func startTerm(obj *coordinationv1.Lease, holder string, ttl time.Duration, toke
 	}
 	obj.Annotations[AnnotationToken] = strconv.FormatUint(token, 10)
 	obj.Annotations[AnnotationHolder] = holder
-	obj.Annotations[AnnotationTTL] = strconv.FormatInt(ttl.Milliseconds(), 10)
+	obj.Annotations[AnnotationTTL] = ttlMillis(ttl)
 	transitions := ptr.Deref(obj.Spec.LeaseTransitions, 0)
 	if ptr.Deref(obj.Spec.HolderIdentity, "") != holder && transitions < math.MaxInt32 {
 		transitions++
@@ -197,7 +203,7 @@ func termPatch(l elector.Lease, ops ...patchOp) []byte {
 // renewPatch renews l's term with ttl at now.
 func renewPatch(l elector.Lease, ttl time.Duration, now time.Time) []byte {
 	return termPatch(l,
-		patchOp{"add", annotationPath(AnnotationTTL), strconv.FormatInt(ttl.Milliseconds(), 10)},
+		patchOp{"add", annotationPath(AnnotationTTL), ttlMillis(ttl)},
 		patchOp{"add", "/spec/leaseDurationSeconds", leaseSeconds(ttl)},
 		patchOp{"add", "/spec/renewTime", metav1.MicroTime{Time: now}},
 	)

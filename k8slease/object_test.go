@@ -69,6 +69,14 @@ func TestLeaseSeconds(t *testing.T) {
 	}
 }
 
+func TestTTLMillis(t *testing.T) {
+	for ttl, want := range map[time.Duration]string{time.Nanosecond: "1", 1500*time.Millisecond + time.Nanosecond: "1501", time.Second: "1000"} {
+		if got := ttlMillis(ttl); got != want {
+			t.Errorf("ttlMillis(%v) = %s, want %s", ttl, got, want)
+		}
+	}
+}
+
 func TestAnnotationPath(t *testing.T) {
 	if got := annotationPath("leaderaware.io/ttl~ms"); got != "/metadata/annotations/leaderaware.io~1ttl~0ms" {
 		t.Errorf("annotationPath = %q", got)

@@ -57,7 +57,8 @@ func run(m *testing.M) int {
 }
 
 // ignoreClients are the goroutines of HTTP/2 connections that client-go
-// keeps open in its shared transports, and their server side.
+// keeps open in its shared transports, their server side, and the API
+// server's.
 func ignoreClients() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
@@ -65,6 +66,8 @@ func ignoreClients() []goleak.Option {
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+		// the API server's wait for a fresh watch cache, which ends on its own
+		goleak.IgnoreAnyFunction("k8s.io/apiserver/pkg/storage/cacher.(*watchCache).waitUntilFreshLocked.func2"),
 	}
 }
 

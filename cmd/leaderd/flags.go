@@ -33,6 +33,8 @@ type options struct {
 	pg         string        // -pg: the PostgreSQL DSN instead of -db; "" means SQLite
 	etcd       []string      // -etcd: the etcd endpoints instead of -db; nil means none
 	mysql      string        // -mysql: the MySQL or MariaDB DSN instead of -db; "" means none
+	k8s        string        // -k8s: the Kubernetes namespace of the Lease objects instead of -db; "" means none
+	kubeconfig string        // -kubeconfig: the kubeconfig of -k8s; "" means the in-cluster config
 	http       string        // -http: the address of the status page, /metrics and probes; "" means none
 	holder     string        // -holder: this instance's holder name
 	ttl        time.Duration // -ttl
@@ -50,6 +52,7 @@ const (
 	storePostgres = "postgres"
 	storeEtcd     = "etcd"
 	storeMySQL    = "mysql"
+	storeK8s      = "k8s"
 )
 
 // store names the store that o keeps the leases in.
@@ -61,6 +64,8 @@ func (o options) store() string {
 		return storeEtcd
 	case o.mysql != "":
 		return storeMySQL
+	case o.k8s != "":
+		return storeK8s
 	}
 	return storeSQLite
 }
@@ -90,18 +95,18 @@ func defaultHolder() string {
 
 // usage is the top of `leaderd -h`; the flags follow it.
 const usage = `Usage: leaderd [flags]
-       leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN] [-json]
+       leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN | -k8s namespace] [-json]
 
 Runs three demo jobs (price-refresh, webhook-retry, airdrop-expiry), each on
 exactly one of the instances that share the -db file (one host) or the -pg,
--etcd or -mysql store (many hosts). Each instance logs when it is elected or
+-etcd, -mysql or -k8s store (many hosts). Each instance logs when it is elected or
 demoted for a job, and the leader of a job logs one line per pass, with the
 fencing token of its term. Stop an instance with Ctrl-C: its jobs move to
 another at once.
 
 On -db and -pg the jobs are the reference jobs, which keep their tables in
-the same database. Their SQL speaks SQLite and PostgreSQL only, so on -etcd
-and -mysql each of the three leases runs a simpler job instead: every
+the same database. Their SQL speaks SQLite and PostgreSQL only, so on -etcd,
+-mysql and -k8s each of the three leases runs a simpler job instead: every
 -interval it checks its term with an empty fenced transaction and logs the
 pass with its token (-price-url and -webhook-url need the reference jobs).
 
@@ -148,6 +153,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		"the jobs are then the simpler fenced passes described above")
 	fs.StringVar(&o.mysql, "mysql", "", "MySQL or MariaDB `DSN` for the leases, instead of -db, such as user:password@tcp(host:3306)/db;\n"+
 		"the jobs are then the simpler fenced passes described above")
+	k8sFlags(fs, &o)
 	fs.StringVar(&o.http, "http", "", "`address` to serve the status page, /leases, /metrics, /healthz and /readyz on, such as :8080 (default: none)")
 	fs.StringVar(&o.holder, "holder", defaultHolder(), "holder `name` of this instance in the lease table; unique per instance")
 	fs.DurationVar(&o.ttl, "ttl", defaultTTL, "lease TTL: a killed leader is replaced within ttl + retry")
@@ -204,10 +210,11 @@ var storeFlags = []struct{ name, label string }{
 	{"pg", "-pg (PostgreSQL)"},
 	{"etcd", "-etcd"},
 	{"mysql", "-mysql (MySQL)"},
+	{"k8s", "-k8s (Kubernetes)"},
 }
 
 // oneStore returns a *flagError if fs was given more than one of -db, -pg,
-// -etcd and -mysql, or one of them empty.
+// -etcd, -mysql and -k8s, or one of them empty.
 func oneStore(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -264,6 +271,9 @@ func (o options) validate() error {
 				return fmt.Errorf("leaderd: %s needs the reference jobs, which run on -db and -pg only; on -%s the jobs are simple fenced passes", f.name, o.store())
 			}
 		}
+	}
+	if o.kubeconfig != "" && o.k8s == "" {
+		return fmt.Errorf("leaderd: -kubeconfig %q is for -k8s; give -k8s NAMESPACE too", o.kubeconfig)
 	}
 	if o.http != "" {
 		if _, _, err := net.SplitHostPort(o.http); err != nil {

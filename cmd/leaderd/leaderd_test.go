@@ -244,6 +244,10 @@ func TestFlagsRefuse(t *testing.T) {
 		"webhook URL on mysql":   {[]string{"-mysql", "u@tcp(db)/app", "-webhook-url", "http://hooks.example"}, "-webhook-url needs the reference jobs"},
 		"http without port":      {[]string{"-http", "8080"}, `-http "8080"`},
 		"status json value":      {[]string{"status", "-json=maybe"}, "-json"},
+		"k8s and pg":             {[]string{"-pg", "postgres://db/app", "-k8s", "default"}, "give -pg (PostgreSQL) or -k8s (Kubernetes), not both"},
+		"empty k8s":              {[]string{"-k8s", ""}, "-k8s is empty"},
+		"kubeconfig without k8s": {[]string{"-kubeconfig", "kc"}, `-kubeconfig "kc" is for -k8s`},
+		"price URL on k8s":       {[]string{"-k8s", "default", "-price-url", "http://prices.example"}, "-price-url needs the reference jobs"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Chdir(t.TempDir())

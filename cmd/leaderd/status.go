@@ -11,7 +11,7 @@ import (
 )
 
 // statusUsage is the top of `leaderd status -h`; the flags follow it.
-const statusUsage = "Usage: leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN] [-json]\n\n" + statusHelp + "\nFlags:\n"
+const statusUsage = "Usage: leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN | -k8s namespace] [-json]\n\n" + statusHelp + "\nFlags:\n"
 
 // status runs `leaderd status [store flag] [-json]`: it prints the leases
 // as of now, as a table (see [printLeases]) or as JSON (see [leasesJSON]).
@@ -23,6 +23,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fset.StringVar(&o.pg, "pg", "", "PostgreSQL `DSN` of the leases, instead of -db (with the search_path that leaderd -pg was given)")
 	fset.String("etcd", "", "comma-separated etcd `endpoints` of the leases, instead of -db")
 	fset.StringVar(&o.mysql, "mysql", "", "MySQL or MariaDB `DSN` of the leases, instead of -db")
+	k8sFlags(fset, &o)
 	asJSON := fset.Bool("json", false, "print the leases as JSON, as /leases of leaderd -http has them")
 	err := parse(fset, statusUsage, args, stdout, stderr)
 	if err != nil {

@@ -45,6 +45,8 @@ func openStore(ctx context.Context, o options) (closingStore, error) {
 		return etcdlease.Open(ctx, o.etcd)
 	case storeMySQL:
 		return mysqllease.Open(ctx, o.mysql)
+	case storeK8s:
+		return openK8s(o)
 	}
 	if _, err := os.Stat(o.db); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no lease file %q (start leaderd first, or pass -db, -pg, -etcd or -mysql): %w", o.db, err)
@@ -71,6 +73,8 @@ func (o options) target() string {
 			return "(a DSN that does not parse)"
 		}
 		return fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Addr, cfg.DBName)
+	case storeK8s:
+		return "namespace " + o.k8s
 	}
 	return o.db
 }
@@ -101,6 +105,8 @@ func listLeases(ctx context.Context, s elector.Store) ([]leaseRow, error) {
 		names, err = etcdNames(ctx, s)
 	case *mysqllease.Store:
 		names, err = mysqlNames(ctx, s)
+	case *k8sStore:
+		names, err = s.names(ctx)
 	default:
 		return nil, fmt.Errorf("leaderd cannot list the leases of a %T", s)
 	}
@@ -182,6 +188,8 @@ func fence(s elector.Store) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			return s.Fenced(ctx, func(context.Context, *sql.Tx) error { return nil })
 		}
+	case *k8sStore:
+		return s.fence
 	}
 	return nil
 }

@@ -61,7 +61,8 @@ func TestModuleRefusesDefaultPathInKubernetes(t *testing.T) {
 			for _, want := range []string{
 				"KUBERNETES_SERVICE_HOST", "default SQLite lease file", filepath.Join(real, fxmodule.DefaultSQLitePath), // what was seen
 				"own file", "every pod would lead", // why it is wrong
-				"PostgreSQL", "fxmodule.Postgres", "fxmodule.WithStore", "fxmodule.SQLite", "volume", // the fixes
+				"Kubernetes Lease objects", "k8slease.New", // the first fix
+				"PostgreSQL", "fxmodule.Postgres", "fxmodule.WithStore", "fxmodule.SQLite", "volume", // the others
 			} {
 				assert.ErrorContains(t, err, want)
 			}

@@ -128,7 +128,8 @@ func NewSQLiteStore(lc fx.Lifecycle, path string) (*sqlitelease.Store, error) {
 	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" && resolve(path) == resolve(DefaultSQLitePath) {
 		return nil, fmt.Errorf("fxmodule: running in Kubernetes (KUBERNETES_SERVICE_HOST is set) with the default SQLite lease file %q (%s): "+
 			"each pod gets its own file, so every pod would lead every job. "+
-			"Keep the leases in PostgreSQL (Config.Store: fxmodule.Postgres(dsn), or fxmodule.WithStore with a store of your own), "+
+			"Keep the leases in Kubernetes Lease objects (fxmodule.WithStore(k8slease.New(client, namespace)), module github.com/leaderaware/leaderaware/k8slease), "+
+			"in PostgreSQL (Config.Store: fxmodule.Postgres(dsn)), or in another store with fxmodule.WithStore, "+
 			"or, if every replica runs on one node, use fxmodule.SQLite with a file on a volume they all share", path, resolve(path))
 	}
 	s, err := sqlitelease.Open(path)

@@ -296,7 +296,7 @@ func TestHelp(t *testing.T) {
 			assert.Zero(t, run(context.Background(), args, &stderr, &stdout), "exit code")
 			assert.Empty(t, stderr.String(), "help asked for goes to stdout")
 			for _, want := range []string{
-				"leaderd status", "-db", "-pg", "-etcd", "-mysql", "-json",
+				"leaderd status", "-db", "-pg", "-etcd", "-mysql", "-k8s", "-json",
 				"JOB ", "HOLDER ", "TOKEN ", "VERSION ", "RENEWED ", "EXPIRES ",
 				"fencing token", `"free"`, "for display only",
 			} {
@@ -306,7 +306,7 @@ func TestHelp(t *testing.T) {
 	}
 	var stderr, stdout strings.Builder
 	assert.Zero(t, run(context.Background(), []string{"-h"}, &stderr, &stdout))
-	for _, want := range []string{"-http", "/metrics", "/healthz", "/readyz", "on -etcd\nand -mysql each of the three leases runs a simpler job"} {
+	for _, want := range []string{"-http", "/metrics", "/healthz", "/readyz", "on -etcd,\n-mysql and -k8s each of the three leases runs a simpler job"} {
 		assert.Contains(t, stdout.String(), want, "leaderd -h")
 	}
 	stderr.Reset()

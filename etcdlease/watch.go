@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/backoff"
 )
 
 // The watch starts again after it failed, after a wait that doubles
@@ -316,27 +316,11 @@ func (s *Store) runWatch(ctx context.Context, w *releaseWatch) {
 		defer s.mu.Unlock()
 		s.dropStates() // it ends at Close only
 	}()
-	backoff := watchBackoffMin
-	for {
-		ran, err := s.watchOnce(ctx, w)
-		if ctx.Err() != nil {
-			return
-		}
-		if ran {
-			backoff = watchBackoffMin
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+	watchOnce := func(ctx context.Context) (bool, error) { return s.watchOnce(ctx, w) }
+	backoff.Retry(ctx, watchBackoffMin, watchBackoffMax, watchOnce, func(err error, wait time.Duration) {
 		s.log.Warn("etcdlease: watch failed; starting it again",
 			"prefix", s.prefix, "retry_in", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, watchBackoffMax)
-	}
+	})
 }
 
 // watchOnce runs one etcd watch on the prefix until it fails or ctx ends.

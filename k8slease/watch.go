@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/backoff"
 )
 
 // The watch of the namespace starts again after it failed, after a wait
@@ -166,27 +166,10 @@ func (s *Store) runWatch(ctx context.Context, w *leaseWatch) {
 			}
 		}
 	}()
-	backoff := watchBackoffMin
-	for {
-		ran, err := s.listAndWatch(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if ran {
-			backoff = watchBackoffMin
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+	backoff.Retry(ctx, watchBackoffMin, watchBackoffMax, s.listAndWatch, func(err error, wait time.Duration) {
 		s.log.Warn("k8slease: lease watch failed; listing the namespace again",
 			"namespace", s.namespace, "retry_in", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, watchBackoffMax)
-	}
+	})
 }
 
 // listAndWatch lists the namespace and watches it from there until a watch

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderaware/leaderaware/internal/backoff"
 )
 
 // Listener timings.
@@ -156,27 +157,10 @@ func (l *listener) stop() {
 
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
-	backoff := listenBackoffMin
-	for {
-		listened, err := l.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if listened {
-			backoff = listenBackoffMin
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+	backoff.Retry(ctx, listenBackoffMin, listenBackoffMax, l.session, func(err error, wait time.Duration) {
 		l.log.Warn("pglease: release listener lost its connection; reconnecting",
 			"channel", l.channel, "retry_in", wait, "err", scrub(err.Error(), l.secrets))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(2*backoff, listenBackoffMax)
-	}
+	})
 }
 
 // session connects, LISTENs and pokes watchers until the connection fails or

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leaderaware/leaderaware/internal/storebench"
+	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )

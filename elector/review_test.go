@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/rollbacktest"
+	"github.com/leaderaware/leaderaware/internal/testing/rollbacktest"
 )
 
 // uncomparableStore is a Store value that is no map key.

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/rollbacktest"
+	"github.com/leaderaware/leaderaware/internal/testing/rollbacktest"
 )
 
 // rollbackTimings retry faster than the holder renews, so that a candidate

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/storebench"
+	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 )
 
 // The benchmarks compare each store operation with the bare clientv3 call

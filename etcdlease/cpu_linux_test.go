@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderaware/leaderaware/internal/replicatest"
-	"github.com/leaderaware/leaderaware/internal/storebench"
+	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
+	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 )
 
 // BenchmarkClientCPU measures the client CPU of 1,000 leases held by one

@@ -3,7 +3,7 @@ package etcdlease
 import (
 	"testing"
 
-	"github.com/leaderaware/leaderaware/internal/replicatest"
+	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
 // TestFxWithStore runs the app of Example_fx on the test's etcd (see

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/leaderaware/leaderaware/internal/replicatest"
+	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
 // TestMain checks that no test leaves a goroutine behind: every test closes

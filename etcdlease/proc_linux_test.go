@@ -19,7 +19,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/replicatest"
+	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
 // The multi-process tests run this test binary as their child processes

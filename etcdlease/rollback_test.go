@@ -7,7 +7,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
-	"github.com/leaderaware/leaderaware/internal/rollbacktest"
+	"github.com/leaderaware/leaderaware/internal/testing/rollbacktest"
 )
 
 // rollbackCase is two Stores on a prefix of the test's own, and a put of an

@@ -19,7 +19,7 @@ import (
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/fxmodule"
-	"github.com/leaderaware/leaderaware/internal/pgtest"
+	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 )
 
 // testJob is the job type the tests put in the graph.

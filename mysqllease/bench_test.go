@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/storebench"
+	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 )
 
 // BenchmarkStore measures each store operation against its floor: the same

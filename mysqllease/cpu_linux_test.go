@@ -5,7 +5,7 @@ package mysqllease
 import (
 	"testing"
 
-	"github.com/leaderaware/leaderaware/internal/storebench"
+	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 )
 
 // BenchmarkClientCPU measures the client CPU of 1,000 leases held by one

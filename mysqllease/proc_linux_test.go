@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/replicatest"
+	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
 // The multi-process tests run this test binary as their child processes

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/counting"
-	"github.com/leaderaware/leaderaware/internal/watchtest"
+	"github.com/leaderaware/leaderaware/internal/testing/counting"
+	"github.com/leaderaware/leaderaware/internal/testing/watchtest"
 )
 
 // TestWatchReleaseByOtherStore: a release through another Store (another

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/pgtest"
+	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 )
 
 // TestBehindTransactionPooler proves that stores work through PgBouncer in

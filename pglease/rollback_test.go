@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/rollbacktest"
+	"github.com/leaderaware/leaderaware/internal/testing/rollbacktest"
 )
 
 // rollbackCase is two Stores on a table of the test's own, and a write of

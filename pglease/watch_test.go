@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/counting"
-	"github.com/leaderaware/leaderaware/internal/tcpproxy"
-	"github.com/leaderaware/leaderaware/internal/watchtest"
+	"github.com/leaderaware/leaderaware/internal/testing/counting"
+	"github.com/leaderaware/leaderaware/internal/testing/tcpproxy"
+	"github.com/leaderaware/leaderaware/internal/testing/watchtest"
 )
 
 // countingStore counts TryAcquire calls and keeps the Store's WatchLease

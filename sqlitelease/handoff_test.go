@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/counting"
+	"github.com/leaderaware/leaderaware/internal/testing/counting"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 

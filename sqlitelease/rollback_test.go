@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/rollbacktest"
+	"github.com/leaderaware/leaderaware/internal/testing/rollbacktest"
 )
 
 // rollbackCase is two Stores on one file, and a write of a lease row by

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/pgtest"
+	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/tcpproxy"
+	"github.com/leaderaware/leaderaware/internal/testing/tcpproxy"
 	"github.com/leaderaware/leaderaware/pglease"
 )
 

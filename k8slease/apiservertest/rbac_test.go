@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/watchtest"
+	"github.com/leaderaware/leaderaware/internal/testing/watchtest"
 	"github.com/leaderaware/leaderaware/k8slease"
 )
 

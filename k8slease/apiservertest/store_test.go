@@ -10,7 +10,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/elector/electortest"
-	"github.com/leaderaware/leaderaware/internal/watchtest"
+	"github.com/leaderaware/leaderaware/internal/testing/watchtest"
 	"github.com/leaderaware/leaderaware/k8slease"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leaderaware/leaderaware/internal/pgtest"
+	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )

@@ -36,7 +36,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/leaderaware/leaderaware/internal/pgtest"
+	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 )
 
 var (

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/counting"
+	"github.com/leaderaware/leaderaware/internal/testing/counting"
 )
 
 // Leases is how many leases, holders and candidates CandidatesMakeNoCalls

@@ -259,6 +259,16 @@ func (t *fakeTerm) Resign(context.Context) error {
 	return nil
 }
 
+// TrustRemaining is a minute while the term lasts.
+func (t *fakeTerm) TrustRemaining() time.Duration {
+	select {
+	case <-t.done:
+		return 0
+	default:
+		return time.Minute
+	}
+}
+
 func (t *fakeTerm) Abandon() {
 	t.abandons.Add(1)
 	t.end(elector.ErrAbandoned)

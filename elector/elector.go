@@ -23,9 +23,7 @@ type Elector interface {
 
 // Term is one period of leadership. Its methods are safe for concurrent use.
 // A term renews its lease until it ends: a caller that no longer needs it
-// must Resign or Abandon it, even after Done is closed. The terms of a
-// [LeaseElector] also have TrustRemaining() time.Duration: how long the term
-// is still trusted (0 once it ended), for status displays.
+// must Resign or Abandon it, even after Done is closed.
 type Term interface {
 	// Lease returns the lease as of the term's last successful acquire or
 	// renew: its name, holder and token identify the term to a fenced write.
@@ -35,6 +33,12 @@ type Term interface {
 	Token() uint64
 	// Done is closed when the term ends.
 	Done() <-chan struct{}
+	// TrustRemaining returns how long the holder may still trust the term:
+	// until the start of its last successful acquire or renew plus TTL
+	// minus [SafetyMargin], on a clock that counts suspend; 0 once the term
+	// has ended. A call that finds the window closed ends the term
+	// (ErrLeaseExpired).
+	TrustRemaining() time.Duration
 	// Err is nil until Done is closed; then it is ErrResigned, ErrAbandoned,
 	// ErrLeaseLost, ErrLeaseExpired or a store error (match with errors.Is).
 	Err() error

@@ -64,6 +64,63 @@ type Store interface {
 	Get(ctx context.Context, name string) (Lease, error)
 }
 
+// The optional interfaces below let the elector do the protocol work for
+// every lease a process runs in one Store instance, whichever LeaseElector
+// the lease came from: one watch follows every lease the candidates wait
+// on, and one schedule renews every held term. A wrapper that embeds
+// [Store] hides them; to keep their benefit, pass them through:
+//
+//	type counting struct {
+//		elector.Store
+//		elector.BulkReader // the same store
+//	}
+
+// BulkReader is an optional interface of a [Store] that reads many leases in
+// one call. The elector's watch reads every lease its candidates wait on
+// with one call per RetryInterval (and when the store's [Notifier] asks);
+// without it, the watch calls Get once per lease.
+type BulkReader interface {
+	// GetMany returns the current state of each of names, in order: the
+	// lease, or the zero Lease with only Name set when it is free (a store
+	// may report a lease whose holder it knows to be gone as free, if its
+	// TryAcquire then takes it over at once).
+	GetMany(ctx context.Context, names []string) ([]Lease, error)
+}
+
+// Notifier is an optional interface of a [Store] that pushes changes to the
+// elector's watch as the store learns of them (a database notification, a
+// watch event, a file change), so that a waiting candidate learns of a
+// release or a new term at once instead of at the watch's next read.
+type Notifier interface {
+	// Notify calls changed for each change the store learns of until stop
+	// is called, and never after stop returns. changed never blocks; it may
+	// be called from any goroutine.
+	Notify(changed func(Change)) (stop func())
+}
+
+// Change is what a [Notifier] tells the elector's watch: the new state of a
+// lease, when the store knows it, or that leases should be read again.
+type Change struct {
+	// Name is the lease that changed, or "" when any lease may have.
+	Name string
+	// State is its new state (the zero Lease but for Name when it is free)
+	// when Known; otherwise the watch reads the lease again.
+	State Lease
+	Known bool
+}
+
+// BatchRenewer is an optional interface of a [Store] that renews many terms
+// in one call. The elector's schedule renews the terms due at about the same
+// time together, in one call; without it, with one Renew each.
+type BatchRenewer interface {
+	// RenewMany renews each of terms for its own TTL (Lease.TTL), as Renew
+	// would, in one call, and returns the new states in order, with the
+	// zero Lease for a term that is no longer current (where Renew returns
+	// ErrLeaseLost). An error leaves each term renewed or not, as a failed
+	// Renew would.
+	RenewMany(ctx context.Context, terms []Lease) ([]Lease, error)
+}
+
 // ReleaseWatcher is an optional interface of a [Store]: it tells waiting
 // candidates that a lease may have become free, so they need not wait for
 // their next poll. The elector stays correct without it; it polls every

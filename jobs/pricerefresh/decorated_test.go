@@ -86,3 +86,4 @@ func (s staleTerm) Err() error                       { return nil }
 func (s staleTerm) Resign(ctx context.Context) error { return nil }
 func (s staleTerm) Lease() elector.Lease             { return s.l }
 func (s staleTerm) Abandon()                         {}
+func (s staleTerm) TrustRemaining() time.Duration    { return time.Minute }

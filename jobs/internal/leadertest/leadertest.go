@@ -139,6 +139,14 @@ func (t *Term) Resign(context.Context) error {
 // Lease returns the lease, so that [elector.LeaseFromContext] finds it.
 func (t *Term) Lease() elector.Lease { return t.lease }
 
+// TrustRemaining is the lease's TTL while the term lasts, 0 after.
+func (t *Term) TrustRemaining() time.Duration {
+	if t.Err() != nil {
+		return 0
+	}
+	return t.lease.TTL
+}
+
 // Abandon ends the term, leaving the lease as it is.
 func (t *Term) Abandon() { t.end(elector.ErrAbandoned) }
 

@@ -1,19 +1,10 @@
 package bench
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"path/filepath"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/testing/storebench"
-	"github.com/leaderaware/leaderaware/pglease"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // BenchmarkOneProcess measures the client side of 1,000 leases at the
@@ -38,40 +29,11 @@ func BenchmarkOneProcess(b *testing.B) {
 		storebench.ClientCPU(b, mem, memoryInstance{mem}, nil)
 	})
 	b.Run("sqlite", func(b *testing.B) {
-		path := filepath.Join(b.TempDir(), "oneprocess.db")
-		open := func() *sqlitelease.Store {
-			s, err := sqlitelease.Open(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = s.Close() })
-			return s
-		}
-		storebench.ClientCPU(b, open(), open(), nil)
+		sa, sb := sqliteInstances(b, "oneprocess.db")
+		storebench.ClientCPU(b, sa, sb, nil)
 	})
 	b.Run("pg", func(b *testing.B) {
-		dsn := os.Getenv("LEADERAWARE_TEST_PG")
-		if dsn == "" {
-			b.Skip("set LEADERAWARE_TEST_PG=postgres://user@host:5432/db?sslmode=disable to run the PostgreSQL benchmarks")
-		}
-		ctx := context.Background()
-		var rnd [6]byte
-		_, _ = rand.Read(rnd[:])
-		schema := "bench_oneprocess_" + hex.EncodeToString(rnd[:])
-		open := func() *pglease.Store {
-			s, err := pglease.Open(ctx, dsn, pglease.WithSchema(schema))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = s.Close() })
-			return s
-		}
-		sa, sb := open(), open()
-		b.Cleanup(func() { // runs before the Closes above
-			if _, err := sa.Pool().Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-				b.Errorf("drop schema %s: %v", schema, err)
-			}
-		})
+		sa, sb := pgInstances(b, "bench_oneprocess")
 		storebench.ClientCPU(b, sa, sb, nil)
 	})
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/backoff"
 )
 
@@ -28,67 +28,52 @@ const (
 	listenCloseTimeout = time.Second
 )
 
-// WatchRelease implements [elector.ReleaseWatcher]. The channel receives a
-// value soon after the named lease is released through any Store on the same
-// table; spurious values are allowed (every watcher is poked when the
-// listener (re)connects, since it may have missed a release meanwhile). The
-// channel is never closed and sends never block. Call stop once done.
-//
-// The first WatchRelease or [Store.WatchLease] starts the Store's listener:
-// one goroutine with a dedicated connection (outside the pool) that LISTENs
-// on the store's channel, reconnects with backoff after it loses its
-// connection, and stops in [Store.Close]. Until it is connected, and with
-// [WithoutListener], only releases through this Store wake its watchers;
-// callers poll regardless, so this only makes handoff faster.
-// [elector.LeaseElector] uses WatchLease, which also hears these releases.
-func (s *Store) WatchRelease(name string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// Notify implements [elector.Notifier]: it reports each release through
+// any Store on the same table as the lease's new state (free), and asks for
+// every lease to be read again whenever the listener (re)connects, since a
+// release may have gone unheard meanwhile. With [WithoutListener], only the
+// releases made through this Store.
+func (s *Store) Notify(changed func(elector.Change)) (stop func()) {
+	sub := &subscriber{changed}
 	s.mu.Lock()
-	set := s.watchers[name]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		s.watchers[name] = set
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return func() {}
 	}
-	set[ch] = struct{}{}
-	s.mu.Unlock()
-	s.startListener()
-	return ch, sync.OnceFunc(func() {
+	s.subs[sub] = struct{}{}
+	if s.listener == nil && s.opts.listen {
+		s.listener = s.startListener()
+	}
+	return sync.OnceFunc(func() {
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(set, ch)
-		if len(s.watchers[name]) == 0 {
-			delete(s.watchers, name)
+		delete(s.subs, sub)
+		var l *listener
+		if len(s.subs) == 0 {
+			l, s.listener = s.listener, nil
+		}
+		s.mu.Unlock()
+		if l != nil {
+			l.stop()
 		}
 	})
 }
 
-// poke tells the watchers of name, without blocking, that it was released.
-func (s *Store) poke(name string) {
-	s.mu.Lock()
-	for ch := range s.watchers[name] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	s.mu.Unlock()
-	s.leaseWatch.released(name)
+// subscriber is one Notify call.
+type subscriber struct{ changed func(elector.Change) }
+
+// freed is the Change of a lease released.
+func freed(name string) elector.Change {
+	return elector.Change{Name: name, State: elector.Lease{Name: name}, Known: true}
 }
 
-// pokeAll wakes every watcher without blocking, and makes the lease watcher
-// read at once.
-func (s *Store) pokeAll() {
+// notify tells every subscriber of c. Holding s.mu, it never calls one
+// whose stop has returned.
+func (s *Store) notify(c elector.Change) {
 	s.mu.Lock()
-	for _, set := range s.watchers {
-		for ch := range set {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+	defer s.mu.Unlock()
+	for sub := range s.subs {
+		sub.changed(c)
 	}
-	s.mu.Unlock()
-	s.leaseWatch.pokeLocked()
 }
 
 // probeListener sends the listener's probe: a notification on the store's
@@ -102,50 +87,41 @@ func (s *Store) probeListener(ctx context.Context) error {
 	return err
 }
 
-// listener is the one goroutine of a Store that LISTENs for releases.
+// listener is the goroutine of a Store that LISTENs for releases, with a
+// connection of its own, outside the pool. It reconnects with backoff.
 type listener struct {
 	cfg      *pgx.ConnConfig
 	channel  string
 	log      *slog.Logger
 	secrets  []string
-	onNotify func(name string)
-	onListen func()
+	onNotify func(elector.Change)
 	// probe sends the listener a notification with an empty payload
 	// (never a lease name) from another connection.
 	probe func(ctx context.Context) error
 	// keepAlive is how long it waits for a notification before it pings.
 	keepAlive time.Duration
 
-	cancel      context.CancelFunc
-	done        chan struct{} // closed when run returns
-	sessions    atomic.Int64  // successful LISTENs so far, counted after onListen
-	probesHeard atomic.Int64  // sessions that heard a notification
-	warnedDeaf  bool          // the deaf warning was logged; run's goroutine only
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when run returns
+	warnedDeaf bool          // the deaf warning was logged; run's goroutine only
 }
 
-// startListener starts the listener goroutine, unless it runs, the Store
-// has none (WithoutListener) or is closed.
-func (s *Store) startListener() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.listener != nil || !s.opts.listen || s.closed.Load() {
-		return
-	}
+// startListener starts a listener for s. s.mu is held.
+func (s *Store) startListener() *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{
 		cfg:       s.leases.Config().ConnConfig,
 		channel:   s.channel,
 		log:       s.opts.logger,
 		secrets:   s.secrets,
-		onNotify:  s.poke,
-		onListen:  s.pokeAll,
+		onNotify:  s.notify,
 		probe:     s.probeListener,
 		keepAlive: s.listenKeepAlive,
 		cancel:    cancel,
 		done:      make(chan struct{}),
 	}
 	go l.run(ctx)
-	s.listener = l
+	return l
 }
 
 // stop stops the listener and waits until its goroutine and connection are
@@ -163,7 +139,7 @@ func (l *listener) run(ctx context.Context) {
 	})
 }
 
-// session connects, LISTENs and pokes watchers until the connection fails or
+// session connects, LISTENs and reports releases until the connection fails or
 // ctx ends. listened reports whether LISTEN succeeded. It closes its
 // connection and waits for pgx to finish with it before returning.
 func (l *listener) session(ctx context.Context) (listened bool, err error) {
@@ -181,8 +157,7 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	l.log.Debug("pglease: release listener connected", "channel", l.channel)
-	l.onListen() // a release may have happened while we were not listening
-	l.sessions.Add(1)
+	l.onNotify(elector.Change{}) // a release may have gone unheard: read every lease again
 	// A session that hears nothing, not even a probe, by its first
 	// keepalive is deaf: a transaction pooler gave the LISTEN to a server
 	// connection it then lent to others.
@@ -195,12 +170,9 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 		cancel()
 		switch {
 		case err == nil && n.Channel == l.channel:
-			if !heard {
-				heard = true
-				l.probesHeard.Add(1)
-			}
+			heard = true
 			if n.Payload != "" {
-				l.onNotify(n.Payload)
+				l.onNotify(freed(n.Payload))
 			}
 		case err == nil:
 		case ctx.Err() != nil:

@@ -161,8 +161,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		channel:      channelName(o.schema, o.table),
 		target:       target(&cc.Config),
 		secrets:      []string{cc.Password},
-		watchers:     make(map[string]map[chan struct{}]struct{}),
-		stamps:       make(map[string]stamp),
+		subs:         make(map[*subscriber]struct{}),
 
 		listenKeepAlive: listenKeepAlive,
 	}
@@ -240,22 +239,21 @@ func channelName(schema, table string) string {
 	return "leaderaware:" + strconv.FormatUint(h.Sum64(), 16)
 }
 
-// Close stops the listener and the lease watcher and waits for them, then
-// closes the lease pool, and the pool of [Store.Pool] if [Open] made it.
-// Operations after Close return [ErrClosed]; channels of [Store.WatchLease]
-// receive nothing more. Close is idempotent and always returns nil; it is
-// an error so that Store fits io.Closer.
+// Close stops the listener and waits for it, then closes the lease pool,
+// and the pool of [Store.Pool] if [Open] made it. Operations after Close
+// return [ErrClosed], and no Notify callback runs after it returns. Close is
+// idempotent and returns nil.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed.Store(true)
 		l := s.listener
+		s.listener = nil
+		clear(s.subs)
 		s.mu.Unlock()
 		if l != nil {
 			l.stop()
 		}
-		s.leaseWatch.close()
-		s.stopRenewals()
 		s.leases.Close()
 		if s.ownsPool {
 			s.pool.Close()

@@ -17,25 +17,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
-// Store is an [elector.Store] on one PostgreSQL lease table. It never
-// compares timestamps: a lease row records its holder's TTL and a version
-// that every write bumps, and candidates measure leases on their own clocks.
-// Every lease operation is one autocommit statement (a waiting candidate's
-// TryAcquire of a free lease: two); nothing the leases depend on lives in
-// the session (no session-level advisory locks), so a Store survives
-// reconnects and pool recycling.
-//
-// Store also implements [elector.LeaseWatcher]: one goroutine per Store
-// reads every lease its candidates wait on in one statement per poll (see
-// [Store.WatchLease]). It implements [elector.ReleaseWatcher] too: Release
-// sends a NOTIFY, and one listener connection per Store wakes the candidates
-// waiting in any process (see [Store.WatchRelease]).
-//
-// A Store is safe for concurrent use. Close it when done.
+// Store is an [elector.Store] on one PostgreSQL lease table, with the
+// core's optional interfaces: [elector.BulkReader], [elector.BatchRenewer]
+// and [elector.Notifier] (releases, heard through LISTEN). A Store is safe
+// for concurrent use. Close it when done.
 type Store struct {
 	pool     *pgxpool.Pool // for jobs and fenced writes (Pool)
 	ownsPool bool
@@ -62,27 +50,15 @@ type Store struct {
 	pooled atomic.Bool
 
 	mu       sync.Mutex
-	watchers map[string]map[chan struct{}]struct{} // by lease name
-	listener *listener                             // started by the first WatchRelease or WatchLease
-	stamps   map[string]stamp                      // by lease name, for fenced writes
-
-	leaseWatch leaseWatch // the WatchLease goroutine and its watchers
-	renewals   renewals   // Renew's group commit and its batcher goroutine
-}
-
-// stamp is the last successful acquire or renew of a lease through this
-// Store: the term's token, the TTL it recorded and the instant (by
-// [clock.Now]) the call started, from which the holder's trust counts.
-type stamp struct {
-	token uint64
-	ttl   time.Duration
-	start time.Time
+	subs     map[*subscriber]struct{} // of Notify
+	listener *listener                // runs while subs is not empty
 }
 
 var _ interface {
 	elector.Store
-	elector.ReleaseWatcher
-	elector.LeaseWatcher
+	elector.BulkReader
+	elector.BatchRenewer
+	elector.Notifier
 } = (*Store)(nil)
 
 // Pool returns the pool for fenced writes and other work of the jobs: the
@@ -103,17 +79,7 @@ func (s *Store) prepareSQL() { s.stmts = pgsql.For(s.table) }
 // when it changes between a read and the compare-and-set.
 const acquireAttempts = 5
 
-// TryAcquire implements [elector.Store]. Without an observed lease (the
-// call of a waiting candidate) it first reads the lease with a plain
-// SELECT, the statement of Get, and answers a held lease from that read,
-// without a write or a row lock. A free lease (no row, or released), or an
-// observed one, it takes with one statement that reads the lease again and
-// takes it with a compare-and-set if it is still free or observed, and
-// otherwise answers from that read; so a takeover is one round trip. The
-// new token is larger than the last one and than the server's clock in
-// microseconds, so tokens keep growing even after the lease rows are
-// deleted. A takeover waits for a fenced write in progress on the lease
-// (see [Store.FencedLease]).
+// TryAcquire implements [elector.Store].
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := s.check(name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -121,9 +87,12 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	if err := elector.ValidateHolder(holder); err != nil {
 		return elector.Lease{}, fmt.Errorf("pglease: %w", err)
 	}
-	var args []any // of the compare-and-set, made when it first runs
+	// A connection seldom has the compare-and-set prepared: it runs once per
+	// term. Run it unprepared, in one round trip, rather than pay one more
+	// to prepare it when the trust window has no round trip to spare.
+	args := []any{pgx.QueryExecModeExec, name, holder, micros(ttl), int64(observed.Token), int64(observed.Version)}
 	for range acquireAttempts {
-		if observed.Token == 0 {
+		if observed.Token == 0 { // a waiting candidate: answer a held lease from a plain read
 			l, _, err := s.scanLease(ctx, true, name, s.stmts.Get, []any{name}, false)
 			switch {
 			case err == nil:
@@ -131,63 +100,84 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 			case !errors.Is(err, pgx.ErrNoRows):
 				return elector.Lease{}, s.opErr("acquire", name, err)
 			}
-			// Free: take it.
 		}
-		if args == nil {
-			// A connection seldom has the compare-and-set prepared: it runs
-			// once per term. Run it unprepared, in one round trip, rather
-			// than pay one more to prepare it when the network is slow and
-			// the trust window has no round trip to spare.
-			args = []any{pgx.QueryExecModeExec, name, holder, micros(ttl), int64(observed.Token), int64(observed.Version)}
-		}
-		start := clock.Now()
 		l, won, err := s.scanLease(ctx, false, name, s.stmts.Acquire, args, true)
 		switch {
 		case err == nil && won:
-			s.stamp(l, start)
 			return l, nil
 		case err == nil:
 			return elector.Lease{}, &elector.HeldError{Lease: l}
 		case !errors.Is(err, pgx.ErrNoRows):
 			return elector.Lease{}, s.opErr("acquire", name, err)
 		}
-		// The lease changed between the statement's read and its
+		// The row changed between the statement's read and its
 		// compare-and-set: look again.
 	}
 	return elector.Lease{}, fmt.Errorf("pglease: acquire lease %q: it changed %d times during the call; try again", name, acquireAttempts)
 }
 
-// Renew implements [elector.Store]. One UPDATE records ttl and bumps the
-// version if l (name, holder and token) is still the current, unreleased
-// term; otherwise it returns an error wrapping [elector.ErrLeaseLost], and
-// nothing changes. Renewals that arrive while another of this Store is in
-// flight go to the server together, in one statement, when it ends.
+// Renew implements [elector.Store].
 func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
 	if err := s.check(l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	start := clock.Now()
-	row := s.renewRow(ctx, l, micros(ttl))
-	switch err := row.err; {
+	var version, ttlUS int64
+	r := l
+	err := s.queryRow(ctx, true, s.stmts.Renew, []any{l.Name, l.Holder, int64(l.Token), micros(ttl)}, &version, &ttlUS, &r.Written)
+	switch {
 	case err == nil:
-		r := l
-		r.Version, r.TTL, r.Written = uint64(row.version), fromMicros(row.ttlUS), row.written
-		s.stamp(r, start)
+		r.Version, r.TTL = uint64(version), fromMicros(ttlUS)
 		return r, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return elector.Lease{}, fmt.Errorf("pglease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
-	case errors.Is(err, ErrClosed):
-		return elector.Lease{}, ErrClosed
 	default:
 		return elector.Lease{}, s.opErr("renew", l.Name, err)
 	}
 }
 
-// Release implements [elector.Store]. If l is still the current, unreleased
-// term, one statement marks it released (the row and its token stay) and
-// sends a NOTIFY on the store's channel with the lease name as payload; the
-// watchers of this Store wake at once, those of other Stores when their
-// listener hears it. Otherwise it changes nothing and returns nil.
+// RenewMany implements [elector.BatchRenewer].
+func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
+	n := len(terms)
+	names, holders, tokens, ttls := make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
+	for i, l := range terms {
+		if err := s.check(l.Name, l.TTL); err != nil {
+			return nil, err
+		}
+		names[i], holders[i], tokens[i], ttls[i] = l.Name, l.Holder, int64(l.Token), micros(l.TTL)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	renewed, err := s.queryLeases(ctx, s.stmts.RenewMany, []any{names, holders, tokens, ttls}, false)
+	if err != nil {
+		return nil, s.opErr(fmt.Sprintf("renew %d leases, the first", n), names[0], err)
+	}
+	got := make(map[string]elector.Lease, len(renewed))
+	for _, l := range renewed {
+		got[l.Name] = l
+	}
+	out := make([]elector.Lease, n)
+	for i, l := range terms {
+		r, ok := got[l.Name]
+		if ok && r.Token == l.Token {
+			r.Holder = l.Holder
+			out[i] = r
+			continue
+		}
+		// Lost, or its row locked: Renew tells which, waiting for the lock.
+		r, err := s.Renew(ctx, l, l.TTL)
+		switch {
+		case err == nil:
+			out[i] = r
+		case !errors.Is(err, elector.ErrLeaseLost):
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Release implements [elector.Store]. It sends a NOTIFY on the store's
+// channel with the lease name as payload.
 func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := s.check(l.Name, time.Second); err != nil {
 		return err
@@ -196,12 +186,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	err := s.queryRow(ctx, true, s.stmts.Release, []any{l.Name, l.Holder, int64(l.Token), s.channel}, &released)
 	switch {
 	case err == nil:
-		s.mu.Lock()
-		if s.stamps[l.Name].token == l.Token {
-			delete(s.stamps, l.Name)
-		}
-		s.mu.Unlock()
-		s.poke(l.Name)
+		s.notify(freed(l.Name))
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil
@@ -210,8 +195,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	}
 }
 
-// Get implements [elector.Store]: the unreleased lease of name, whether or
-// not its holder still renews it, or an error wrapping [elector.ErrNoLease].
+// Get implements [elector.Store].
 func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	if err := s.check(name, time.Second); err != nil {
 		return elector.Lease{}, err
@@ -227,47 +211,44 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	}
 }
 
-// scanLease runs a statement whose row is holder, token, version, ttl_us
-// and written_at, after won if withWon (the Acquire statement). The
-// columns and the destinations pgx scans them into share one allocation.
-func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, withWon bool) (l elector.Lease, won bool, err error) {
-	var r struct {
-		won                   bool
-		holder                string
-		token, version, ttlUS int64
-		written               time.Time
-		dest                  [6]any
+// GetMany implements [elector.BulkReader].
+func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	for _, name := range names {
+		if err := s.check(name, time.Second); err != nil {
+			return nil, err
+		}
 	}
-	r.dest = [6]any{&r.won, &r.holder, &r.token, &r.version, &r.ttlUS, &r.written}
-	dest := r.dest[1:]
-	if withWon {
-		dest = r.dest[:]
+	if len(names) == 0 {
+		return nil, nil
+	}
+	held, err := s.queryLeases(ctx, s.stmts.GetMany, []any{names}, true)
+	if err != nil {
+		return nil, s.opErr(fmt.Sprintf("read %d leases, the first", len(names)), names[0], err)
+	}
+	found := make(map[string]elector.Lease, len(held))
+	for _, l := range held {
+		found[l.Name] = l
+	}
+	out := make([]elector.Lease, len(names))
+	for i, name := range names {
+		out[i] = found[name]
+		out[i].Name = name
+	}
+	return out, nil
+}
+
+// scanLease runs a statement whose row is holder, token, version, ttl_us
+// and written_at, after won if withWon (the Acquire statement).
+func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, withWon bool) (l elector.Lease, won bool, err error) {
+	var token, version, ttlUS int64
+	l.Name = name
+	dest := []any{&won, &l.Holder, &token, &version, &ttlUS, &l.Written}
+	if !withWon {
+		dest = dest[1:]
 	}
 	err = s.queryRow(ctx, idempotent, sql, args, dest...)
-	l = elector.Lease{Name: name, Holder: r.holder, Token: uint64(r.token), Version: uint64(r.version), TTL: fromMicros(r.ttlUS), Written: r.written}
-	return l, r.won, err
-}
-
-// stamp records that this Store acquired or renewed l in a call that
-// started at start.
-func (s *Store) stamp(l elector.Lease, start time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stamps[l.Name] = stamp{token: l.Token, ttl: l.TTL, start: start}
-}
-
-// trustLeft returns how long the holder of l still trusts its term: until
-// the start of its last acquire or renew through this Store plus the TTL
-// minus the safety margin, as the elector counts. For a term this Store
-// did not write, it returns a whole trust window of l's TTL.
-func (s *Store) trustLeft(l elector.Lease) time.Duration {
-	s.mu.Lock()
-	st, ok := s.stamps[l.Name]
-	s.mu.Unlock()
-	if !ok || st.token != l.Token {
-		return l.TTL - elector.SafetyMargin(l.TTL)
-	}
-	return clock.Until(st.start.Add(st.ttl - elector.SafetyMargin(st.ttl)))
+	l.Token, l.Version, l.TTL = uint64(token), uint64(version), fromMicros(ttlUS)
+	return l, won, err
 }
 
 // check validates what every operation gets.
@@ -293,6 +274,32 @@ func (s *Store) queryRow(ctx context.Context, idempotent bool, sql string, args 
 		err = s.leases.QueryRow(ctx, sql, args...).Scan(dest...)
 	}
 	return err
+}
+
+// queryLeases runs one idempotent statement on the lease pool and scans
+// its rows, retrying as queryRow does.
+func (s *Store) queryLeases(ctx context.Context, sql string, args []any, withHolder bool) ([]elector.Lease, error) {
+	run := func() ([]elector.Lease, error) {
+		rows, err := s.leases.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (l elector.Lease, err error) {
+			var token, version, ttlUS int64
+			if withHolder {
+				err = row.Scan(&l.Name, &l.Holder, &token, &version, &ttlUS, &l.Written)
+			} else {
+				err = row.Scan(&l.Name, &token, &version, &ttlUS, &l.Written)
+			}
+			l.Token, l.Version, l.TTL = uint64(token), uint64(version), fromMicros(ttlUS)
+			return l, err
+		})
+	}
+	ls, err := run()
+	if s.retry(ctx, err, true) {
+		ls, err = run()
+	}
+	return ls, err
 }
 
 // retry reports whether a lease statement that failed with err should be

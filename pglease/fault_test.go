@@ -136,13 +136,11 @@ func TestListenerBacksOff(t *testing.T) {
 	cfg.Password = secretPW
 	var logs syncBuffer
 	l := &listener{
-		cfg:       cfg,
-		channel:   s.channel,
-		log:       slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		secrets:   []string{secretPW},
-		onNotify:  func(c elector.Change) { t.Errorf("a listener that never connected reported %+v", c) },
-		keepAlive: listenKeepAlive,
-		done:      make(chan struct{}),
+		s:       s,
+		cfg:     cfg,
+		log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		secrets: []string{secretPW},
+		done:    make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel

@@ -13,18 +13,13 @@ import (
 	"github.com/leaderaware/leaderaware/internal/backoff"
 )
 
-// Listener timings.
+// Listener timings: reconnect backoff, and the idle wait before a ping
+// that finds a silently dead connection.
 const (
-	// listenBackoffMin and listenBackoffMax bound the wait before the
-	// listener reconnects; it doubles after each failed attempt.
-	listenBackoffMin = 50 * time.Millisecond
-	listenBackoffMax = 5 * time.Second
-	// listenKeepAlive is how long the listener waits for a notification
-	// before it pings its connection, so that a silently dead connection is
-	// replaced within about listenKeepAlive + listenPingTimeout.
-	listenKeepAlive   = 30 * time.Second
-	listenPingTimeout = 5 * time.Second
-	// listenCloseTimeout bounds closing a listener connection.
+	listenBackoffMin   = 50 * time.Millisecond
+	listenBackoffMax   = 5 * time.Second
+	listenKeepAlive    = 30 * time.Second
+	listenPingTimeout  = 5 * time.Second
 	listenCloseTimeout = time.Second
 )
 
@@ -76,56 +71,26 @@ func (s *Store) notify(c elector.Change) {
 	}
 }
 
-// probeListener sends the listener's probe: a notification on the store's
-// channel with an empty payload, from a lease connection.
-func (s *Store) probeListener(ctx context.Context) error {
-	const probe = `SELECT pg_notify($1, '')`
-	_, err := s.leases.Exec(ctx, probe, s.channel)
-	if s.retry(ctx, err, true) {
-		_, err = s.leases.Exec(ctx, probe, s.channel)
-	}
-	return err
-}
-
-// listener is the goroutine of a Store that LISTENs for releases, with a
-// connection of its own, outside the pool. It reconnects with backoff.
+// listener LISTENs for releases on a connection of its own.
 type listener struct {
-	cfg      *pgx.ConnConfig
-	channel  string
-	log      *slog.Logger
-	secrets  []string
-	onNotify func(elector.Change)
-	// probe sends the listener a notification with an empty payload
-	// (never a lease name) from another connection.
-	probe func(ctx context.Context) error
-	// keepAlive is how long it waits for a notification before it pings.
-	keepAlive time.Duration
-
+	s          *Store
+	cfg        *pgx.ConnConfig
+	log        *slog.Logger
+	secrets    []string
 	cancel     context.CancelFunc
 	done       chan struct{} // closed when run returns
-	warnedDeaf bool          // the deaf warning was logged; run's goroutine only
+	warnedDeaf bool          // run's goroutine only
 }
 
 // startListener starts a listener for s. s.mu is held.
 func (s *Store) startListener() *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{
-		cfg:       s.leases.Config().ConnConfig,
-		channel:   s.channel,
-		log:       s.opts.logger,
-		secrets:   s.secrets,
-		onNotify:  s.notify,
-		probe:     s.probeListener,
-		keepAlive: s.listenKeepAlive,
-		cancel:    cancel,
-		done:      make(chan struct{}),
-	}
+	l := &listener{s: s, cfg: s.leases.Config().ConnConfig, log: s.opts.logger, secrets: s.secrets, cancel: cancel, done: make(chan struct{})}
 	go l.run(ctx)
 	return l
 }
 
-// stop stops the listener and waits until its goroutine and connection are
-// gone.
+// stop stops the listener and waits for its goroutine and connection.
 func (l *listener) stop() {
 	l.cancel()
 	<-l.done
@@ -135,13 +100,12 @@ func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	backoff.Retry(ctx, listenBackoffMin, listenBackoffMax, l.session, func(err error, wait time.Duration) {
 		l.log.Warn("pglease: release listener lost its connection; reconnecting",
-			"channel", l.channel, "retry_in", wait, "err", scrub(err.Error(), l.secrets))
+			"channel", l.s.channel, "retry_in", wait, "err", scrub(err.Error(), l.secrets))
 	})
 }
 
-// session connects, LISTENs and reports releases until the connection fails or
-// ctx ends. listened reports whether LISTEN succeeded. It closes its
-// connection and waits for pgx to finish with it before returning.
+// session connects, LISTENs and reports releases until the connection
+// fails or ctx ends; listened reports whether LISTEN succeeded.
 func (l *listener) session(ctx context.Context) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, l.cfg)
 	if err != nil {
@@ -153,26 +117,27 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 		cancel()
 		<-conn.PgConn().CleanupDone()
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.s.channel}.Sanitize()); err != nil {
 		return false, err
 	}
-	l.log.Debug("pglease: release listener connected", "channel", l.channel)
-	l.onNotify(elector.Change{}) // a release may have gone unheard: read every lease again
-	// A session that hears nothing, not even a probe, by its first
-	// keepalive is deaf: a transaction pooler gave the LISTEN to a server
-	// connection it then lent to others.
+	l.log.Debug("pglease: release listener connected", "channel", l.s.channel)
+	l.s.notify(elector.Change{}) // a release may have gone unheard: read every lease again
+	// A session that hears not even its own probe (an empty payload) by its
+	// first keepalive is deaf: a transaction pooler lent its server
+	// connection to others.
 	pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)
-	probing, heard := l.probe(pctx) == nil, false
+	var sent bool
+	probing, heard := l.s.queryRow(pctx, true, `SELECT true FROM pg_notify($1, '')`, []any{l.s.channel}, &sent) == nil, false
 	cancel()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, l.keepAlive)
+		wctx, cancel := context.WithTimeout(ctx, l.s.listenKeepAlive)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
-		case err == nil && n.Channel == l.channel:
+		case err == nil && n.Channel == l.s.channel:
 			heard = true
 			if n.Payload != "" {
-				l.onNotify(freed(n.Payload))
+				l.s.notify(freed(n.Payload))
 			}
 		case err == nil:
 		case ctx.Err() != nil:
@@ -183,7 +148,7 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 				l.log.Warn("pglease: the release listener hears no notifications, not even the one the store sent it "+
 					"(a transaction pooler such as PgBouncer lends its session to others?); candidates in other processes "+
 					"notice a release only at their next poll: point the DSN at the server or a session-mode pool, "+
-					"or use WithoutListener", "channel", l.channel, "waited", l.keepAlive)
+					"or use WithoutListener", "channel", l.s.channel, "waited", l.s.listenKeepAlive)
 			}
 			probing = false
 			pctx, cancel := context.WithTimeout(ctx, listenPingTimeout)

@@ -25,29 +25,20 @@ import (
 // and [elector.Notifier] (releases, heard through LISTEN). A Store is safe
 // for concurrent use. Close it when done.
 type Store struct {
-	pool     *pgxpool.Pool // for jobs and fenced writes (Pool)
-	ownsPool bool
-	leases   *pgxpool.Pool // for lease operations and the schema
-	opts     options
-	schema   string // unquoted
-	// table and versionTable are quoted and schema-qualified.
-	table, versionTable string
-	channel             string   // the NOTIFY channel, unquoted
-	target              string   // host, port, database and user, for errors
-	secrets             []string // masked in every error and log message
-
-	stmts pgsql.Statements // on table
-
-	// listenKeepAlive is the listener's keepAlive: listenKeepAlive, shorter
-	// in tests.
-	listenKeepAlive time.Duration
+	pool, leases        *pgxpool.Pool // for jobs and fenced writes (Pool); for lease operations
+	ownsPool            bool
+	opts                options
+	schema              string // unquoted
+	table, versionTable string // quoted and schema-qualified
+	channel             string // the NOTIFY channel, unquoted
+	target              string // host, port, database and user, for errors
+	secrets             []string
+	stmts               pgsql.Statements
+	listenKeepAlive     time.Duration // shorter in tests
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	// pooled is set when a statement failed the way named prepared
-	// statements fail behind a transaction pooler: lease connections made
-	// since then cache descriptions instead (see usePoolerMode).
-	pooled atomic.Bool
+	pooled    atomic.Bool // lease connections use cache_describe (see usePoolerMode)
 
 	mu       sync.Mutex
 	subs     map[*subscriber]struct{} // of Notify
@@ -61,22 +52,15 @@ var _ interface {
 	elector.Notifier
 } = (*Store)(nil)
 
-// Pool returns the pool for fenced writes and other work of the jobs: the
-// one [Open] made, or the one given to [New]. Lease operations never use
-// it; they run on a small pool of their own, so job queries cannot starve
-// renewals. The caller must not close it; [Store.Close] does, when the pool
-// came from Open.
+// Pool returns the pool for fenced writes and the jobs' other work: the
+// one [Open] made (closed by [Store.Close]), or the one given to [New].
+// Lease operations never use it.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Table returns the schema-qualified, quoted name of the lease table, ready
-// to use in SQL.
+// Table returns the quoted, schema-qualified name of the lease table.
 func (s *Store) Table() string { return s.table }
 
-// prepareSQL sets the statements on the store's table.
-func (s *Store) prepareSQL() { s.stmts = pgsql.For(s.table) }
-
-// acquireAttempts bounds how often TryAcquire looks at the lease again
-// when it changes between a read and the compare-and-set.
+// acquireAttempts bounds TryAcquire's reads of a lease that keeps changing.
 const acquireAttempts = 5
 
 // TryAcquire implements [elector.Store].
@@ -87,9 +71,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	if err := elector.ValidateHolder(holder); err != nil {
 		return elector.Lease{}, fmt.Errorf("pglease: %w", err)
 	}
-	// A connection seldom has the compare-and-set prepared: it runs once per
-	// term. Run it unprepared, in one round trip, rather than pay one more
-	// to prepare it when the trust window has no round trip to spare.
+	// Unprepared, in one round trip: it runs once per term.
 	args := []any{pgx.QueryExecModeExec, name, holder, micros(ttl), int64(observed.Token), int64(observed.Version)}
 	for range acquireAttempts {
 		if observed.Token == 0 { // a waiting candidate: answer a held lease from a plain read
@@ -110,8 +92,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		case !errors.Is(err, pgx.ErrNoRows):
 			return elector.Lease{}, s.opErr("acquire", name, err)
 		}
-		// The row changed between the statement's read and its
-		// compare-and-set: look again.
+		// The row changed between the statement's read and its write.
 	}
 	return elector.Lease{}, fmt.Errorf("pglease: acquire lease %q: it changed %d times during the call; try again", name, acquireAttempts)
 }
@@ -237,8 +218,8 @@ func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, e
 	return out, nil
 }
 
-// scanLease runs a statement whose row is holder, token, version, ttl_us
-// and written_at, after won if withWon (the Acquire statement).
+// scanLease runs a statement whose row is [won,] holder, token, version,
+// ttl_us and written_at.
 func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, withWon bool) (l elector.Lease, won bool, err error) {
 	var token, version, ttlUS int64
 	l.Name = name
@@ -262,12 +243,8 @@ func (s *Store) check(name string, ttl time.Duration) error {
 	return elector.ValidateTTL(ttl)
 }
 
-// queryRow runs one statement and scans its row. It tries again once, on a
-// fresh connection, when the first attempt failed for want of a connection
-// rather than because of the statement: always if pgx says the statement
-// never reached the server (pgconn.SafeToRetry), and, for statements that may
-// run twice (idempotent), also when the connection broke with the outcome
-// unknown, as when the server terminated the pool's idle backend.
+// queryRow runs one statement on the lease pool and scans its row, trying
+// once more as retry says.
 func (s *Store) queryRow(ctx context.Context, idempotent bool, sql string, args []any, dest ...any) error {
 	err := s.leases.QueryRow(ctx, sql, args...).Scan(dest...)
 	if s.retry(ctx, err, idempotent) {
@@ -277,7 +254,7 @@ func (s *Store) queryRow(ctx context.Context, idempotent bool, sql string, args 
 }
 
 // queryLeases runs one idempotent statement on the lease pool and scans
-// its rows, retrying as queryRow does.
+// its rows ([holder without it]), trying once more as retry says.
 func (s *Store) queryLeases(ctx context.Context, sql string, args []any, withHolder bool) ([]elector.Lease, error) {
 	run := func() ([]elector.Lease, error) {
 		rows, err := s.leases.Query(ctx, sql, args...)
@@ -302,24 +279,18 @@ func (s *Store) queryLeases(ctx context.Context, sql string, args []any, withHol
 	return ls, err
 }
 
-// retry reports whether a lease statement that failed with err should be
-// tried once more, as queryRow says; and also after a transaction pooler's
-// error, which happens before the statement runs, once usePoolerMode has
-// switched the lease pool.
+// retry reports whether a statement that failed with err should run once
+// more, on a fresh connection: if it never reached the server, if it may
+// run twice (idempotent) and the connection broke, or after a transaction
+// pooler's error, once usePoolerMode has switched the pool.
 func (s *Store) retry(ctx context.Context, err error, idempotent bool) bool {
 	return err != nil && ctx.Err() == nil && !s.closed.Load() &&
 		(pgconn.SafeToRetry(err) || idempotent && connectionLost(err) || s.usePoolerMode(err))
 }
 
-// usePoolerMode reports whether err is the error of a named prepared
-// statement behind a transaction pooler such as PgBouncer, which gives each
-// transaction whichever server connection is free: the statement this
-// connection prepared is missing there (26000), or another client's of the
-// same name is there already (42P05). The first such error switches the
-// lease pool for good to pgx's cache_describe mode, which prepares no named
-// statements, at the cost of a parse on the server per statement: it
-// closes the pool's connections, and those it makes from then on use that
-// mode. Until then, lease statements keep pgx's faster default.
+// usePoolerMode reports whether err is a transaction pooler's (see
+// isPoolerError); the first switches the lease pool to cache_describe for
+// good, closing its connections.
 func (s *Store) usePoolerMode(err error) bool {
 	if !isPoolerError(err) {
 		return false
@@ -334,8 +305,7 @@ func (s *Store) usePoolerMode(err error) bool {
 }
 
 // connectionLost reports whether err means the connection failed, not the
-// statement: a network error, or the server ending the session (SQLSTATE
-// class 57P: admin_shutdown, crash_shutdown, cannot_connect_now).
+// statement: a network error, or the server ending the session (57P).
 func connectionLost(err error) bool {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false
@@ -357,14 +327,11 @@ func (s *Store) opErr(op, name string, err error) error {
 	return fmt.Errorf("pglease: %s lease %q on %s: %w", op, name, s.target, err)
 }
 
-// micros is d in whole microseconds, PostgreSQL's resolution, rounded up so
-// that a positive TTL never becomes zero.
+// micros and millis round d up, so that a positive TTL never becomes zero.
 func micros(d time.Duration) int64 { return ceilDiv(d, time.Microsecond) }
-
-// millis is d in whole milliseconds, rounded up.
 func millis(d time.Duration) int64 { return ceilDiv(d, time.Millisecond) }
 
-// ceilDiv is d/unit rounded up, for any d: it never overflows.
+// ceilDiv is d/unit rounded up; it never overflows.
 func ceilDiv(d, unit time.Duration) int64 {
 	q := d / unit
 	if d%unit > 0 {
@@ -373,8 +340,7 @@ func ceilDiv(d, unit time.Duration) int64 {
 	return int64(q)
 }
 
-// fromMicros is us microseconds as a Duration, saturated at the limits of
-// Duration.
+// fromMicros is us microseconds as a Duration, saturated.
 func fromMicros(us int64) time.Duration {
 	switch {
 	case us > math.MaxInt64/int64(time.Microsecond):

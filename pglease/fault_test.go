@@ -135,13 +135,9 @@ func TestListenerBacksOff(t *testing.T) {
 	cfg.Port = 1 // nothing listens there: every attempt fails
 	cfg.Password = secretPW
 	var logs syncBuffer
-	l := &listener{
-		s:       s,
-		cfg:     cfg,
-		log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		secrets: []string{secretPW},
-		done:    make(chan struct{}),
-	}
+	s.opts.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s.secrets = append(s.secrets, secretPW)
+	l := &listener{s: s, cfg: cfg, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	go l.run(ctx)

@@ -37,8 +37,7 @@ func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx co
 	return s.Fenced(elector.ContextWithTerm(ctx, t), fn)
 }
 
-// fixedTerm is the term of FencedLease: it never ends, and is trusted
-// until until.
+// fixedTerm is FencedLease's term: it never ends and is trusted until until.
 type fixedTerm struct {
 	l     elector.Lease
 	until time.Time
@@ -52,26 +51,19 @@ func (t fixedTerm) Err() error                       { return nil }
 func (t fixedTerm) Resign(ctx context.Context) error { return nil }
 func (t fixedTerm) Abandon()                         {}
 
-// rollbackTimeout bounds the rollback of a fenced transaction that did not
-// commit; if it runs out, pgx closes the connection and the server rolls
-// back.
+// rollbackTimeout bounds a rollback; then pgx closes the connection.
 const rollbackTimeout = 5 * time.Second
 
-// fencedTx is the transaction of a fenced write, from pgx or database/sql.
+// fencedTx is the transaction of a fenced write, from pgx or database/sql;
+// held runs the Fence statement.
 type fencedTx interface {
-	// held reports whether the lease row still holds the term (the Fence
-	// statement), locking it FOR SHARE.
 	held(ctx context.Context, sql string, l elector.Lease) (bool, error)
 	commit(ctx context.Context) error
 	rollback(ctx context.Context)
 }
 
-// fenced runs fn through [elector.Fence] in the transaction begin starts.
-// begin gets the trust left in ms, and bounds each statement and each idle
-// wait of the transaction by it (statement_timeout,
-// idle_in_transaction_session_timeout), so that the server ends the
-// transaction of a process frozen inside fn rather than let it hold off a
-// takeover. l is unused: the term comes from ctx.
+// fenced runs fn through [elector.Fence] in the transaction begin starts,
+// bounded by the trust it gets in ms. The term comes from ctx, not l.
 func (s *Store) fenced(ctx context.Context, _ elector.Lease, begin func(ctx context.Context, ms int64) (fencedTx, error), fn func(ctx context.Context, tx fencedTx) error) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -95,7 +87,7 @@ func (s *Store) fenceErr(ctx context.Context, op string, l elector.Lease, err er
 	return s.opErr(op+" fenced write for", l.Name, err)
 }
 
-// fence is a fencedTx as [elector.Fence] drives it.
+// fence is a fencedTx as an [elector.FencedTx].
 type fence struct {
 	s  *Store
 	tx fencedTx

@@ -3,7 +3,6 @@ package pglease
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -75,8 +74,6 @@ func (s *Store) notify(c elector.Change) {
 type listener struct {
 	s          *Store
 	cfg        *pgx.ConnConfig
-	log        *slog.Logger
-	secrets    []string
 	cancel     context.CancelFunc
 	done       chan struct{} // closed when run returns
 	warnedDeaf bool          // run's goroutine only
@@ -85,7 +82,7 @@ type listener struct {
 // startListener starts a listener for s. s.mu is held.
 func (s *Store) startListener() *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{s: s, cfg: s.leases.Config().ConnConfig, log: s.opts.logger, secrets: s.secrets, cancel: cancel, done: make(chan struct{})}
+	l := &listener{s: s, cfg: s.leases.Config().ConnConfig, cancel: cancel, done: make(chan struct{})}
 	go l.run(ctx)
 	return l
 }
@@ -99,8 +96,8 @@ func (l *listener) stop() {
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	backoff.Retry(ctx, listenBackoffMin, listenBackoffMax, l.session, func(err error, wait time.Duration) {
-		l.log.Warn("pglease: release listener lost its connection; reconnecting",
-			"channel", l.s.channel, "retry_in", wait, "err", scrub(err.Error(), l.secrets))
+		l.s.opts.logger.Warn("pglease: release listener lost its connection; reconnecting",
+			"channel", l.s.channel, "retry_in", wait, "err", scrub(err.Error(), l.s.secrets))
 	})
 }
 
@@ -120,7 +117,7 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.s.channel}.Sanitize()); err != nil {
 		return false, err
 	}
-	l.log.Debug("pglease: release listener connected", "channel", l.s.channel)
+	l.s.opts.logger.Debug("pglease: release listener connected", "channel", l.s.channel)
 	l.s.notify(elector.Change{}) // a release may have gone unheard: read every lease again
 	// A session that hears not even its own probe (an empty payload) by its
 	// first keepalive is deaf: a transaction pooler lent its server
@@ -145,7 +142,7 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
 			if probing && !heard && !l.warnedDeaf {
 				l.warnedDeaf = true
-				l.log.Warn("pglease: the release listener hears no notifications, not even the one the store sent it "+
+				l.s.opts.logger.Warn("pglease: the release listener hears no notifications, not even the one the store sent it "+
 					"(a transaction pooler such as PgBouncer lends its session to others?); candidates in other processes "+
 					"notice a release only at their next poll: point the DSN at the server or a session-mode pool, "+
 					"or use WithoutListener", "channel", l.s.channel, "waited", l.s.listenKeepAlive)

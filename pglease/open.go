@@ -161,10 +161,6 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
 	s.leases = leases
-	if err := leases.Ping(ctx); err != nil {
-		leases.Close()
-		return nil, fmt.Errorf("pglease: connect to %s: %w", s.target, withoutSecrets(err, s.secrets...))
-	}
 	err = s.ready(ctx)
 	if s.usePoolerMode(err) {
 		err = s.ready(ctx)
@@ -190,14 +186,13 @@ func (s *Store) checkWritable(ctx context.Context) error {
 	if err := s.leases.QueryRow(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')::boolean`).Scan(&standby, &readOnly); err != nil {
 		return fmt.Errorf("read whether the session is read-only: %w", err)
 	}
+	const multiHost = "; with several hosts in the DSN, add target_session_attrs=read-write"
 	switch {
 	case standby:
-		return errors.New("the server is a hot standby (in recovery), so every lease write would fail: connect to the primary; " +
-			"with several hosts in the DSN, add target_session_attrs=read-write")
+		return errors.New("the server is a hot standby (in recovery), so every lease write would fail: connect to the primary" + multiHost)
 	case readOnly:
 		return errors.New("the session is read-only (default_transaction_read_only is on, for the role, the database or in the DSN), " +
-			"so every lease write would fail: turn it off for the lease connections or connect to a writable server; " +
-			"with several hosts in the DSN, add target_session_attrs=read-write")
+			"so every lease write would fail: turn it off for the lease connections or connect to a writable server" + multiHost)
 	}
 	return nil
 }

@@ -111,10 +111,6 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // tables is what Open reads of the lease table and its version record.
 type tables struct {
 	version int      // recorded in the version table; 0 if it has no record
@@ -123,7 +119,9 @@ type tables struct {
 }
 
 // tableState reads tables in one statement.
-func (s *Store) tableState(ctx context.Context, q queryRower) (tables, error) {
+func (s *Store) tableState(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (tables, error) {
 	var st tables
 	var v *int
 	err := q.QueryRow(ctx, `SELECT (SELECT version FROM `+s.versionTable+`), to_regclass($1) IS NOT NULL,
@@ -149,9 +147,11 @@ var layouts = [][]string{
 func (s *Store) layoutVersion(st tables) (int, error) {
 	switch {
 	case st.version > SchemaVersion:
-		return 0, s.tooNew(st.version)
+		return 0, fmt.Errorf("%w: %s records version %d, this pglease knows up to %d; upgrade leaderaware",
+			ErrSchemaTooNew, s.versionTable, st.version, SchemaVersion)
 	case !st.leases && st.version > 0:
-		return 0, s.leasesMissing(st.version)
+		return 0, fmt.Errorf("lease table %s is missing, yet %s records schema version %d: the table was dropped; "+
+			"restore it, or drop %s too so that Open creates both afresh", s.table, s.versionTable, st.version, s.versionTable)
 	case !st.leases:
 		return 0, nil
 	}
@@ -179,16 +179,6 @@ func (s *Store) layoutVersion(st tables) (int, error) {
 			"name another with WithTable, or drop it if it is left over", s.table, c)
 	}
 	return v, nil
-}
-
-func (s *Store) tooNew(v int) error {
-	return fmt.Errorf("%w: %s records version %d, this pglease knows up to %d; upgrade leaderaware",
-		ErrSchemaTooNew, s.versionTable, v, SchemaVersion)
-}
-
-func (s *Store) leasesMissing(v int) error {
-	return fmt.Errorf("lease table %s is missing, yet %s records schema version %d: the table was dropped; "+
-		"restore it, or drop %s too so that Open creates both afresh", s.table, s.versionTable, v, s.versionTable)
 }
 
 func isMissingTable(err error) bool {

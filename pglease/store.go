@@ -129,19 +129,14 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 	if n == 0 {
 		return nil, nil
 	}
-	renewed, err := s.queryLeases(ctx, s.stmts.RenewMany, []any{names, holders, tokens, ttls}, false)
+	got, err := s.leasesByName(ctx, s.stmts.RenewMany, names, holders, tokens, ttls)
 	if err != nil {
-		return nil, s.opErr(fmt.Sprintf("renew %d leases, the first", n), names[0], err)
-	}
-	got := make(map[string]elector.Lease, len(renewed))
-	for _, l := range renewed {
-		got[l.Name] = l
+		return nil, s.opErr(batchOp("renew", n), names[0], err)
 	}
 	out := make([]elector.Lease, n)
 	for i, l := range terms {
 		r, ok := got[l.Name]
 		if ok && r.Token == l.Token {
-			r.Holder = l.Holder
 			out[i] = r
 			continue
 		}
@@ -178,18 +173,14 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 
 // Get implements [elector.Store].
 func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
-	if err := s.check(name, time.Second); err != nil {
-		return elector.Lease{}, err
-	}
-	l, _, err := s.scanLease(ctx, true, name, s.stmts.Get, []any{name}, false)
+	ls, err := s.GetMany(ctx, []string{name})
 	switch {
-	case err == nil:
-		return l, nil
-	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return elector.Lease{}, err
+	case ls[0].Token == 0:
 		return elector.Lease{}, fmt.Errorf("pglease: lease %q: %w", name, elector.ErrNoLease)
-	default:
-		return elector.Lease{}, s.opErr("get", name, err)
 	}
+	return ls[0], nil
 }
 
 // GetMany implements [elector.BulkReader].
@@ -202,13 +193,9 @@ func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, e
 	if len(names) == 0 {
 		return nil, nil
 	}
-	held, err := s.queryLeases(ctx, s.stmts.GetMany, []any{names}, true)
+	found, err := s.leasesByName(ctx, s.stmts.GetMany, names)
 	if err != nil {
-		return nil, s.opErr(fmt.Sprintf("read %d leases, the first", len(names)), names[0], err)
-	}
-	found := make(map[string]elector.Lease, len(held))
-	for _, l := range held {
-		found[l.Name] = l
+		return nil, s.opErr(batchOp("get", len(names)), names[0], err)
 	}
 	out := make([]elector.Lease, len(names))
 	for i, name := range names {
@@ -221,15 +208,13 @@ func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, e
 // scanLease runs a statement whose row is [won,] holder, token, version,
 // ttl_us and written_at.
 func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, withWon bool) (l elector.Lease, won bool, err error) {
-	var token, version, ttlUS int64
-	l.Name = name
-	dest := []any{&won, &l.Holder, &token, &version, &ttlUS, &l.Written}
-	if !withWon {
-		dest = dest[1:]
+	var r leaseRow
+	dest := r.dest()
+	if withWon {
+		dest = append([]any{&won}, dest...)
 	}
 	err = s.queryRow(ctx, idempotent, sql, args, dest...)
-	l.Token, l.Version, l.TTL = uint64(token), uint64(version), fromMicros(ttlUS)
-	return l, won, err
+	return r.lease(name), won, err
 }
 
 // check validates what every operation gets.
@@ -253,30 +238,47 @@ func (s *Store) queryRow(ctx context.Context, idempotent bool, sql string, args 
 	return err
 }
 
-// queryLeases runs one idempotent statement on the lease pool and scans
-// its rows ([holder without it]), trying once more as retry says.
-func (s *Store) queryLeases(ctx context.Context, sql string, args []any, withHolder bool) ([]elector.Lease, error) {
-	run := func() ([]elector.Lease, error) {
+// leasesByName runs one idempotent statement on the lease pool whose rows
+// are name, holder, token, version, ttl_us and written_at, trying once more
+// as retry says.
+func (s *Store) leasesByName(ctx context.Context, sql string, args ...any) (map[string]elector.Lease, error) {
+	run := func() (map[string]elector.Lease, error) {
 		rows, err := s.leases.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, err
 		}
-		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (l elector.Lease, err error) {
-			var token, version, ttlUS int64
-			if withHolder {
-				err = row.Scan(&l.Name, &l.Holder, &token, &version, &ttlUS, &l.Written)
-			} else {
-				err = row.Scan(&l.Name, &token, &version, &ttlUS, &l.Written)
+		defer rows.Close()
+		found := make(map[string]elector.Lease)
+		for rows.Next() {
+			var name string
+			var r leaseRow
+			if err := rows.Scan(append([]any{&name}, r.dest()...)...); err != nil {
+				return nil, err
 			}
-			l.Token, l.Version, l.TTL = uint64(token), uint64(version), fromMicros(ttlUS)
-			return l, err
-		})
+			found[name] = r.lease(name)
+		}
+		return found, rows.Err()
 	}
-	ls, err := run()
+	found, err := run()
 	if s.retry(ctx, err, true) {
-		ls, err = run()
+		found, err = run()
 	}
-	return ls, err
+	return found, err
+}
+
+// leaseRow is what the lease statements return of a row.
+type leaseRow struct {
+	holder                string
+	token, version, ttlUS int64
+	written               time.Time
+}
+
+func (r *leaseRow) dest() []any {
+	return []any{&r.holder, &r.token, &r.version, &r.ttlUS, &r.written}
+}
+
+func (r *leaseRow) lease(name string) elector.Lease {
+	return elector.Lease{Name: name, Holder: r.holder, Token: uint64(r.token), Version: uint64(r.version), TTL: fromMicros(r.ttlUS), Written: r.written}
 }
 
 // retry reports whether a statement that failed with err should run once
@@ -325,6 +327,14 @@ func (s *Store) opErr(op, name string, err error) error {
 		return fmt.Errorf("pglease: %s lease %q: %w (%v)", op, name, ErrClosed, err)
 	}
 	return fmt.Errorf("pglease: %s lease %q on %s: %w", op, name, s.target, err)
+}
+
+// batchOp names an operation on n leases, for opErr with the first name.
+func batchOp(op string, n int) string {
+	if n == 1 {
+		return op
+	}
+	return fmt.Sprintf("%s %d leases, the first", op, n)
 }
 
 // micros and millis round d up, so that a positive TTL never becomes zero.

@@ -31,7 +31,7 @@ type Statements struct {
 
 	// RenewMany is Renew for many terms in one statement: one per index of
 	// the arrays $1 (names, text), $2 (holders, text), $3 (tokens, bigint)
-	// and $4 (TTLs in microseconds, bigint). It returns name, token,
+	// and $4 (TTLs in microseconds, bigint). It returns name, holder, token,
 	// version, ttl_us and written_at for each term renewed. It skips, rather
 	// than waits for, a row another transaction has locked (a fenced write,
 	// a takeover), so one lease never holds up the others: a term without a
@@ -95,7 +95,7 @@ RETURNING version, ttl_us, written_at`,
 )
 UPDATE ` + table + ` AS l SET version = GREATEST(l.version + 1, ` + nowMicros + `), ttl_us = mine.ttl_us, written_at = now()
 FROM mine WHERE l.name = mine.name
-RETURNING l.name, l.token, l.version, l.ttl_us, l.written_at`,
+RETURNING l.name, l.holder, l.token, l.version, l.ttl_us, l.written_at`,
 		Release: `WITH released AS (
 	UPDATE ` + table + ` SET released = true, version = GREATEST(version + 1, ` + nowMicros + `), written_at = now()
 	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released

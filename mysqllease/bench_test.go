@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 )
 
 // BenchmarkStore measures each store operation against its floor: the same
@@ -148,16 +147,4 @@ func bareRenew(ctx context.Context, s *Store, db *sql.DB, l elector.Lease, ttl t
 	}
 	return elector.Lease{Name: l.Name, Holder: l.Holder, Token: l.Token, Version: version,
 		TTL: fromMicros(micros(ttl)), Written: time.UnixMicro(written)}, nil
-}
-
-// BenchmarkFailover measures how long a lease takes to pass between two
-// Stores (two pools and two release pollers, as in two processes) on the
-// test's database, with TTL 1.5s, RenewInterval 0.5s and RetryInterval
-// 0.5s: a graceful handoff, which waits for the candidate's poller
-// (DefaultPollInterval), and a crash (see storebench.Failover).
-//
-//	LEADERAWARE_TEST_MYSQL='root@tcp(127.0.0.1:3306)/test' go test -run '^$' -bench Failover ./
-func BenchmarkFailover(b *testing.B) {
-	table := freshTable(b)
-	storebench.Failover(b, openStore(b, table), openStore(b, table), DefaultPollInterval)
 }

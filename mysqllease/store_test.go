@@ -107,9 +107,10 @@ func TestClosed(t *testing.T) {
 	_, err = s.Get(ctx, "x")
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.ErrorIs(t, s.Release(ctx, elector.Lease{Name: "x", Token: 1}), ErrClosed)
-	ch, stop := s.WatchRelease("x")
-	stop()
-	assert.False(t, woken(ch, 10*time.Millisecond))
+	_, err = s.GetMany(ctx, []string{"x"})
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = s.RenewMany(ctx, []elector.Lease{{Name: "x", Token: 1, TTL: time.Minute}})
+	assert.ErrorIs(t, err, ErrClosed)
 }
 
 // TestWritesReturnWhatTheyWrote: every write is one statement whose result

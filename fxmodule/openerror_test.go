@@ -2,6 +2,7 @@ package fxmodule_test
 
 import (
 	"net/url"
+	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -60,4 +61,18 @@ func TestPostgresMalformedDSN(t *testing.T) {
 			assert.NotContains(t, err.Error(), "secret")
 		}
 	}
+}
+
+// TestSQLiteOpenError: a SQLite file that cannot be opened is an error from
+// fx.New that is the store's own, not fx's chain of constructors.
+func TestSQLiteOpenError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "leases.db")
+	inner := newCountingJob(nil)
+	err := fx.New(quiet, fxmodule.Module(fxmodule.Config{Store: fxmodule.SQLite(path)}),
+		fx.Provide(func() testJob { return inner }), fxmodule.LeaderJob[testJob]("job")).Err()
+	require.Error(t, err)
+	t.Logf("%d characters: %v", len(err.Error()), err)
+	assert.Regexp(t, `^fxmodule: lease store: sqlitelease: `, err.Error())
+	assert.Contains(t, err.Error(), path)
+	assert.Zero(t, inner.starts.Load())
 }

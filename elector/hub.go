@@ -17,7 +17,9 @@ import (
 // subscribers, jittered), with one GetMany per maxBatch names when the Store
 // is a BulkReader and one Get each otherwise, and reads a name at once when
 // it is newly subscribed or the Store's Notifier asks. A Notifier's known
-// states are delivered as they come. Each subscriber gets the latest state
+// states are delivered as they come, and so is the free state of a term
+// resigned through the same Store (see tell), which a Store without a
+// Notifier would otherwise show only at the next poll. Each subscriber gets the latest state
 // only, by one rule: a held state older, by (Token, Version), than a held
 // state already delivered for that name is dropped (a late read); a free
 // state is always delivered (a stale one costs one TryAcquire, a

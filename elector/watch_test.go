@@ -199,3 +199,31 @@ func TestWatchLeaderIgnoresALateHeldRead(t *testing.T) {
 		assert.Equal(t, []string{held, "-"}, r.holders())
 	})
 }
+
+// TestWatchLeaderWhileLeadingCostsOneReadPerRetryInterval: leaders that
+// follow their own leases cost their Store one GetMany per RetryInterval
+// (jittered down to half of it) for all of them together.
+func TestWatchLeaderWhileLeadingCostsOneReadPerRetryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &peer{MemoryStore: elector.NewMemoryStore()}
+		var terms []elector.Term
+		for i := range 3 {
+			e := newElectorFor(t, s, fmt.Sprintf("job-%d", i), "a")
+			defer e.WatchLeader(func(elector.Lease) {})()
+			term, err := e.Campaign(t.Context())
+			require.NoError(t, err)
+			terms = append(terms, term)
+		}
+		synctest.Wait()
+		before := s.getMany.Load()
+		time.Sleep(10 * fast.RetryInterval)
+		reads := s.getMany.Load() - before
+		t.Logf("%d GetMany in 10 RetryIntervals for 3 leases", reads)
+		assert.GreaterOrEqual(t, reads, int64(9))
+		assert.LessOrEqual(t, reads, int64(21))
+		assert.Zero(t, s.gets.Load())
+		for _, term := range terms {
+			require.NoError(t, term.Resign(t.Context()))
+		}
+	})
+}

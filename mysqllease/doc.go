@@ -19,9 +19,10 @@
 // tables are current, Open only reads, so the runtime user needs no DDL
 // privilege.
 //
-// MySQL has no notifications: the elector finds releases and new terms by
-// reading every lease its candidates wait on with [Store.GetMany], one
-// statement per poll.
+// MySQL has no notifications: while candidates wait, the Store reads one
+// aggregate of the table every [WithPollInterval] to learn of acquires and
+// releases ([Store.Notify]), and the elector then reads the leases they
+// wait on with [Store.GetMany], one statement.
 //
 // On a Galera cluster, point every replica's store at the same node (as
 // for any single-writer setup): a row lock on one node does not hold off a

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // Connection timeouts that [Open] sets when the DSN does not, so that a dead
@@ -104,6 +106,7 @@ func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o
 		versionTable: quote(o.table + versionSuffix),
 		target:       target,
 		secret:       secret,
+		subs:         make(map[*func(elector.Change)]struct{}),
 	}
 	s.prepareSQL()
 	err := leases.do(ctx, func(q querier) error {
@@ -132,23 +135,25 @@ func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o
 	}
 }
 
+// dsnForm is the form of a DSN, for the errors of one that is not.
+const dsnForm = "user:password@tcp(host:3306)/dbname"
+
 // parseDSN parses dsn and sets the default timeouts it leaves unset. Its
 // errors never contain the password.
 func parseDSN(dsn string) (cfg *mysql.Config, err error) {
 	if strings.TrimSpace(dsn) == "" {
-		return nil, errors.New("mysqllease: DSN is empty; want user:password@tcp(host:3306)/dbname")
+		return nil, errors.New("mysqllease: DSN is empty; want " + dsnForm)
 	}
 	defer func() { // go-sql-driver panics on some parameters (strict)
 		if r := recover(); r != nil {
-			cfg, err = nil, fmt.Errorf("mysqllease: parse DSN: %v", r)
+			cfg, err = nil, malformedDSN(dsn, fmt.Errorf("%v", r))
 		}
 	}()
-	cfg, err = mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("mysqllease: parse DSN: %w", withoutSecret(err, passwordOf(dsn)))
+	if cfg, err = mysql.ParseDSN(dsn); err != nil {
+		return nil, malformedDSN(dsn, err)
 	}
 	if cfg.DBName == "" {
-		return nil, fmt.Errorf("mysqllease: DSN for %s names no database; add one after the slash: user:password@tcp(host:3306)/dbname", target(cfg))
+		return nil, fmt.Errorf("mysqllease: DSN for %s names no database; add one after the slash: %s", target(cfg), dsnForm)
 	}
 	set := dsnParams(dsn)
 	if !set["timeout"] {
@@ -161,6 +166,15 @@ func parseDSN(dsn string) (cfg *mysql.Config, err error) {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	return cfg, nil
+}
+
+// malformedDSN is the error of dsn, which did not parse with err: it shows
+// dsn without its password, and the form expected.
+func malformedDSN(dsn string, err error) error {
+	if pw := passwordOf(dsn); pw != "" {
+		dsn, err = strings.ReplaceAll(dsn, ":"+pw+"@", ":xxxxx@"), withoutSecret(err, pw)
+	}
+	return fmt.Errorf("mysqllease: DSN %q is not of the form %s?param=value: %w", dsn, dsnForm, err)
 }
 
 // withAutocommit overrides an autocommit setting of the DSN (autocommit=0,
@@ -255,6 +269,7 @@ func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.unsubscribe(nil)
 		err = s.leases.close()
 		if s.owns {
 			err = errors.Join(err, s.jobs.Close())

@@ -2,6 +2,7 @@ package mysqllease
 
 import (
 	"fmt"
+	"time"
 )
 
 // Defaults of the options.
@@ -12,12 +13,17 @@ const (
 	// DefaultLeaseConns is how many connections carry lease traffic unless
 	// [WithLeaseConns] says otherwise.
 	DefaultLeaseConns = 2
+	// DefaultPollInterval is how often [Store.Notify] checks for acquires
+	// and releases unless [WithPollInterval] says otherwise.
+	DefaultPollInterval = 250 * time.Millisecond
 )
 
 // Limits of the options.
 const (
 	maxTableLen    = 64 - len(versionSuffix) // MySQL identifiers are at most 64 characters
 	maxLeaseConns  = 64
+	minPoll        = 10 * time.Millisecond
+	maxPoll        = time.Minute
 	versionSuffix  = "_version"
 	tableNameChars = "ASCII letters, digits, _ and $"
 )
@@ -27,12 +33,13 @@ const (
 type Option interface{ apply(*options) }
 
 type options struct {
-	table      string
-	leaseConns int
+	table        string
+	leaseConns   int
+	pollInterval time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{table: DefaultTable, leaseConns: DefaultLeaseConns}
+	o := options{table: DefaultTable, leaseConns: DefaultLeaseConns, pollInterval: DefaultPollInterval}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -43,6 +50,9 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	if o.leaseConns < 1 || o.leaseConns > maxLeaseConns {
 		return o, fmt.Errorf("mysqllease: lease connections %d must be between 1 and %d", o.leaseConns, maxLeaseConns)
+	}
+	if o.pollInterval < minPoll || o.pollInterval > maxPoll {
+		return o, fmt.Errorf("mysqllease: poll interval %v must be between %v and %v", o.pollInterval, minPoll, maxPoll)
 	}
 	return o, nil
 }
@@ -82,3 +92,13 @@ func (o leaseConnsOption) apply(opts *options) { opts.leaseConns = int(o) }
 // A lease operation waiting for a row lock (a renewal behind a fenced
 // write) holds one of them.
 func WithLeaseConns(n int) Option { return leaseConnsOption(n) }
+
+type pollIntervalOption time.Duration
+
+func (o pollIntervalOption) apply(opts *options) { opts.pollInterval = time.Duration(o) }
+
+// WithPollInterval sets how often a Store whose elector waits on leases
+// checks the table for acquires and releases (default
+// [DefaultPollInterval]; 10ms to 1m), with one statement that reads the
+// whole table: how soon a candidate learns of a release made elsewhere.
+func WithPollInterval(d time.Duration) Option { return pollIntervalOption(d) }

@@ -18,7 +18,8 @@ import (
 
 // Store is an [elector.Store] on one MySQL or MariaDB lease table, which
 // reads and renews leases in bulk ([elector.BulkReader],
-// [elector.BatchRenewer]) and offers fenced writes ([Store.Fenced]). Close it
+// [elector.BatchRenewer]), reports acquires and releases
+// ([elector.Notifier]) and offers fenced writes ([Store.Fenced]). Close it
 // when done.
 type Store struct {
 	leases *leasePool
@@ -34,6 +35,11 @@ type Store struct {
 
 	sqlRead, sqlInsert, sqlTake, sqlRenew, sqlRelease, sqlFence string
 	sqlGetMany                                                  string // ends in "IN (": the names follow
+	sqlMark                                                     string
+
+	mu       sync.Mutex                         // guards subs and stopPoll
+	subs     map[*func(elector.Change)]struct{} // the active Notify calls
+	stopPoll func()                             // stops the running poll, if any
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -43,6 +49,7 @@ var _ interface {
 	elector.Store
 	elector.BulkReader
 	elector.BatchRenewer
+	elector.Notifier
 } = (*Store)(nil)
 
 // nowMicros is the server's UTC clock in microseconds since the Unix epoch,
@@ -64,6 +71,7 @@ func (s *Store) prepareSQL() {
 	t := s.table
 	s.sqlRead = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name = ?`
 	s.sqlGetMany = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name IN (`
+	s.sqlMark = `SELECT COALESCE(SUM(token), 0), COALESCE(SUM(released), 0) FROM ` + t
 	// A new row's version is its token.
 	s.sqlInsert = `INSERT INTO ` + t + ` (name, holder, token, version, ttl_us, released, written_at)
 VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), ` + nowMicros + `, ?, FALSE, ` + writtenAt + `)`

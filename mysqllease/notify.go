@@ -21,7 +21,13 @@ func (s *Store) Notify(changed func(elector.Change)) (stop func()) {
 	}
 	s.subs[sub] = struct{}{}
 	if s.stopPoll == nil {
-		s.stopPoll = s.startPoll()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.poll(ctx)
+		}()
+		s.stopPoll = func() { cancel(); <-done }
 	}
 	return sync.OnceFunc(func() { s.unsubscribe(sub) })
 }
@@ -44,44 +50,26 @@ func (s *Store) unsubscribe(sub *func(elector.Change)) {
 	}
 }
 
-// startPoll starts the goroutine of poll and returns what stops it and
-// waits for it.
-func (s *Store) startPoll() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.poll(ctx)
-	}()
-	return func() { cancel(); <-done }
-}
-
 // pollTimeout bounds one read of the table's mark.
 const pollTimeout = 5 * time.Second
 
-// mark is what poll reads: the sums of the tokens and of the released
-// flags over the lease table, as decimal strings. Every acquire raises a
-// row's token, and every release sets a flag without touching the tokens,
-// so between two reads any acquire or release moves the mark; renewals do
-// not. The read scans the table: cheap up to many thousands of leases.
-type mark struct{ tokens, released string }
-
-// poll reads the mark every interval until ctx ends and asks for a read of
-// every lease when it moved. The first read, and the first after a failed
-// one, asks too: a change may have come before it unseen.
+// poll reads the table's mark (sqlMark) every interval until ctx ends, and
+// asks the subscribers (under s.mu: none whose stop has returned) to read
+// every lease when it moved, or on the first read since a start or error.
 func (s *Store) poll(ctx context.Context) {
 	ticker := time.NewTicker(s.opts.pollInterval)
 	defer ticker.Stop()
-	var last *mark
+	var last string // "" before the first read and after a failed one
 	for {
 		m, err := s.readMark(ctx)
-		switch {
-		case err != nil:
-			last = nil
-		case last == nil || m != *last:
-			last = &m
-			s.notify(elector.Change{})
+		if err == nil && m != last {
+			s.mu.Lock()
+			for sub := range s.subs {
+				(*sub)(elector.Change{})
+			}
+			s.mu.Unlock()
 		}
+		last = m
 		select {
 		case <-ctx.Done():
 			return
@@ -90,22 +78,9 @@ func (s *Store) poll(ctx context.Context) {
 	}
 }
 
-func (s *Store) readMark(ctx context.Context) (mark, error) {
+func (s *Store) readMark(ctx context.Context) (m string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	defer cancel()
-	var m mark
-	err := s.leases.do(ctx, func(q querier) error {
-		return q.QueryRowContext(ctx, s.sqlMark).Scan(&m.tokens, &m.released)
-	})
+	err = s.leases.do(ctx, func(q querier) error { return q.QueryRowContext(ctx, s.sqlMark).Scan(&m) })
 	return m, err
-}
-
-// notify tells every subscriber of c. Holding s.mu, it never calls one
-// whose stop has returned.
-func (s *Store) notify(c elector.Change) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for sub := range s.subs {
-		(*sub)(c)
-	}
 }

@@ -29,7 +29,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // countingStore wraps a MemoryStore, counts calls, records releases in an
 // event log, can fail Renew or TryAcquire on demand, and forwards
-// WatchRelease so that waiting candidates wake at once.
+// Notify and GetMany so that waiting candidates wake at once.
 type countingStore struct {
 	elector.Store
 	mem *elector.MemoryStore

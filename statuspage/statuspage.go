@@ -204,6 +204,10 @@ type Handoff struct {
 
 // status reads the store and returns the page's JSON.
 func (h *handler) status(r *http.Request) Status {
+	if h.src == nil {
+		return Status{Now: time.Now(), Error: "statuspage: Handler(nil): the page needs a Source, such as the app's *fxmodule.Registry",
+			Leases: []Lease{}, Jobs: []Job{}, Handoffs: []Handoff{}}
+	}
 	snaps := h.src.Jobs()
 	h.mu.Lock()
 	h.began++

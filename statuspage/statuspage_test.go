@@ -333,3 +333,10 @@ func TestEscaping(t *testing.T) {
 		assert.False(t, strings.Contains(js, sink), "page.js uses %s", sink)
 	}
 }
+
+// TestNilSource: a nil Source is a 503 that says so.
+func TestNilSource(t *testing.T) {
+	code, _, body := get(t, statuspage.Handler(nil), http.MethodGet, "/leases")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, `"error":"statuspage: Handler(nil): the page needs a Source`)
+}

@@ -406,6 +406,9 @@ func (b *browser) open(t *testing.T, url string) *tab {
 // screenshot returns a PNG of the whole page.
 func (tb *tab) screenshot(t *testing.T) []byte {
 	t.Helper()
+	require.NoError(t, tb.b.call(tb.session, "Emulation.setDeviceMetricsOverride", map[string]any{
+		"width": 1400, "height": 800, "deviceScaleFactor": 1, "mobile": false,
+	}, nil))
 	var shot struct{ Data []byte }
 	require.NoError(t, tb.b.call(tb.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true}, &shot))
 	require.True(t, bytes.HasPrefix(shot.Data, []byte("\x89PNG")), "a PNG")

@@ -126,7 +126,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Status is the JSON of the page.
+// Status is the JSON of the page: snake_case keys, durations as a string
+// and in seconds, times in RFC 3339 and left out when unknown, tokens and
+// versions as strings (they need not fit a JavaScript number).
 type Status struct {
 	Now    time.Time `json:"now"`              // this instance's clock
 	Holder string    `json:"holder,omitempty"` // this instance, if the source names it

@@ -36,7 +36,9 @@ import (
 func TestStatusPageInBrowser(t *testing.T) {
 	chromium := browserPath(t)
 	db := tempDB(t)
-	a := startProcess(t, "-db", db, "-holder", "instance-a", "-ttl", "1.5s", "-renew", "500ms", "-retry", "500ms",
+	// A long TTL, so that a keeps its leases on a loaded machine until its
+	// SIGINT: it then releases them, and b takes them at once.
+	a := startProcess(t, "-db", db, "-holder", "instance-a", "-ttl", "6s", "-renew", "1s", "-retry", "500ms",
 		"-interval", "200ms", "-secret", "test-secret")
 	require.Eventually(t, func() bool {
 		p, ok := a.status()

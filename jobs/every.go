@@ -24,7 +24,7 @@ import (
 //     missed periods are skipped, not queued (like [time.Ticker]).
 //   - Start, Stop and Start again work any number of times; Start and Stop
 //     are safe for concurrent use.
-//   - Panics in the function are recovered and reported as *[PanicError].
+//   - Panics in the function are recovered and reported as *[decorator.PanicError].
 type EveryJob struct {
 	interval time.Duration
 	fn       func(context.Context) error
@@ -122,7 +122,7 @@ func (j *EveryJob) run(ctx context.Context) {
 		defer cancel()
 	}
 	j.last.begin()
-	err := call(rctx, j.fn)
+	err := call(rctx, j.cfg.name, j.fn)
 	if stopped(ctx, err) {
 		err = nil
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // envDSN names the environment variable with the test server's DSN.
@@ -111,14 +113,7 @@ func openStore(t testing.TB, table string, opts ...Option) *Store {
 	return s
 }
 
-// woken reports whether ch receives within d.
-func woken(ch <-chan struct{}, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-timer.C:
-		return false
-	}
+// read reads the row of name, released or not, as TryAcquire does.
+func (s *Store) read(ctx context.Context, q querier, name string) (elector.Lease, bool, error) {
+	return scanLease(q.QueryRowContext(ctx, s.sqlRead, name))
 }

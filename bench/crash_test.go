@@ -106,7 +106,7 @@ func crashProcRound(b *testing.B, bin string, s *sqlitelease.Store, sig syscall.
 	h := startCrashProc(b, bin, s.Path())
 	defer h.stop()
 
-	probe := &crashProbe{Store: s, held: make(chan struct{}, 1)}
+	probe := &crashProbe{notifyWatch: notifyWatch{s}, held: make(chan struct{}, 1)}
 	e, err := elector.New(probe, sqliteCrashLease, elector.Config{TTL: sqliteCrashTTL, Holder: "candidate"})
 	if err != nil {
 		b.Fatal(err)
@@ -211,9 +211,10 @@ func (h *crashProc) stop() {
 }
 
 // crashProbe signals when a TryAcquire finds the lease held. It embeds the
-// concrete Store, so that the elector still sees its WatchRelease.
+// concrete Store, so that the elector still sees its GetMany and Notify
+// (and, until the core watches through them, notifyWatch's WatchRelease).
 type crashProbe struct {
-	*sqlitelease.Store
+	notifyWatch
 	held chan struct{}
 }
 
@@ -228,5 +229,9 @@ func (p *crashProbe) TryAcquire(ctx context.Context, name, holder string, ttl ti
 	return l, err
 }
 
-// Compile-time check: the probe keeps the store's release watching.
-var _ elector.ReleaseWatcher = (*crashProbe)(nil)
+// Compile-time check: the probe keeps the store's watch interfaces.
+var _ interface {
+	elector.BulkReader
+	elector.Notifier
+	elector.ReleaseWatcher
+} = (*crashProbe)(nil)

@@ -132,9 +132,9 @@ func TestMigrateFromVersion3(t *testing.T) {
 	assert.Zero(t, meta("released_terms"), "the count starts at 0, whatever the rows")
 
 	w := openPath(t, path)
-	held, stopHeld := w.WatchLease("held", time.Minute)
+	held, stopHeld := watchLease(w, "held", time.Minute)
 	defer stopHeld()
-	free, stopFree := w.WatchLease("free", time.Minute)
+	free, stopFree := watchLease(w, "free", time.Minute)
 	defer stopFree()
 	old := elector.Lease{Name: "held", Holder: "v3-holder", Token: 5, Version: 3, TTL: time.Minute, Written: time.UnixMilli(0)}
 	requireState(t, held, old, wakeBound)

@@ -93,7 +93,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s.watch.live = s.live
 	if err := s.seedMark(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
@@ -136,8 +135,6 @@ func openFile(path string, cfg config) (*Store, int, error) {
 	s := &Store{path: path, abs: abs, real: real, opened: time.Now(), cfg: cfg, leaseSem: make(chan struct{}, 1)}
 	s.db.Store(db)
 	s.hold.Store(hold)
-	s.worker.renewAll = s.renewAll
-	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	file, err := os.Stat(abs)

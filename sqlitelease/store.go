@@ -57,9 +57,8 @@ type Store struct {
 	leaseSem chan struct{}
 	lc       *leaseConn // nil after Close, or after the connection broke
 	closed   bool
-	worker   leaseWorker // the goroutine that runs them (see worker.go)
 
-	watch watchState
+	notify notifier
 
 	isClosed  atomic.Bool // set when Close starts
 	closeOnce sync.Once
@@ -68,9 +67,10 @@ type Store struct {
 
 // Compile-time checks of the interfaces a Store promises.
 var (
-	_ elector.Store          = (*Store)(nil)
-	_ elector.ReleaseWatcher = (*Store)(nil)
-	_ elector.LeaseWatcher   = (*Store)(nil)
+	_ elector.Store        = (*Store)(nil)
+	_ elector.BulkReader   = (*Store)(nil)
+	_ elector.Notifier     = (*Store)(nil)
+	_ elector.BatchRenewer = (*Store)(nil)
 )
 
 // ErrFileChanged is returned by the operations of a [Store] whose database
@@ -92,10 +92,10 @@ var ErrFileChanged = errors.New("the database file was deleted, replaced or trun
 // bare). It is taken out of the pool for the store's lifetime,
 // so renewals never wait in Go's pool behind job work.
 type leaseConn struct {
-	conn                                  *sql.Conn
-	acquire, get, getLive, renew, release *sql.Stmt
-	renewBatch                            *sql.Stmt
-	begin, commit, rollback               *sql.Stmt // of the transaction of Store.issue
+	conn                           *sql.Conn
+	acquire, get, getLive, getMany *sql.Stmt
+	renew, renewBatch, release     *sql.Stmt
+	begin, commit, rollback        *sql.Stmt // of the transaction of Store.issue
 }
 
 func newLeaseConn(ctx context.Context, db *sql.DB) (*leaseConn, error) {
@@ -117,7 +117,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 		stmt **sql.Stmt
 		sql  string
 	}{
-		{&lc.acquire, sqlitesql.Acquire}, {&lc.get, sqlitesql.Get}, {&lc.getLive, sqlitesql.GetLive},
+		{&lc.acquire, sqlitesql.Acquire}, {&lc.get, sqlitesql.Get}, {&lc.getLive, sqlitesql.GetLive}, {&lc.getMany, getManySQL},
 		{&lc.renew, sqlitesql.Renew}, {&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
 		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
 	} {
@@ -134,7 +134,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.getLive, lc.renew, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.getLive, lc.getMany, lc.renew, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -216,15 +216,15 @@ func (s *Store) issue(ctx context.Context, lc *leaseConn, name string, ttlMs, cl
 // longer see (nor to one truncated under it), and a new connection never
 // opens another file. A file that changes while op runs shows at the next
 // operation, as one that changes just after it does: a holder's next Renew
-// ends its term. It runs on the store's worker goroutine (see leaseWorker).
+// ends its term.
 func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) error {
-	return s.worker.run(ctx, func() error { return s.onLeaseConn(ctx, s.checkFile, op) })
+	return s.onLeaseConn(ctx, s.checkFile, op)
 }
 
 // withLeaseRead is withLease for an op that only reads: a check of the file
 // that passed within readRecheck serves it (see checkFileRead).
 func (s *Store) withLeaseRead(ctx context.Context, op func(lc *leaseConn) error) error {
-	return s.worker.run(ctx, func() error { return s.onLeaseConn(ctx, s.checkFileRead, op) })
+	return s.onLeaseConn(ctx, s.checkFileRead, op)
 }
 
 func (s *Store) onLeaseConn(ctx context.Context, check func() error, op func(lc *leaseConn) error) error {
@@ -384,6 +384,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				checked = true
 			}
 			wall := clock.Wall()
+			s.markRecorded()
 			var token, version int64
 			err := s.issue(ctx, lc, name, ttlMs, wall.UnixMicro(), func(floor int64) (int64, error) {
 				rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(try.Token), sqlInt(try.Version),
@@ -391,7 +392,6 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				err = scanOne(rows, err, &token, &version)
 				return token, err
 			})
-			s.noteRecorded(err)
 			if err == nil {
 				s.issued.Store(max(s.issued.Load(), token)) // on the worker goroutine alone
 				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version),
@@ -420,16 +420,17 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
 	s.live.touch() // a term began: wake the other Stores' watchers
+	s.notify.push(elector.Change{Name: name})
 	return l, nil
 }
 
 // errRecheck makes TryAcquire run again after the file changed under a read.
 var errRecheck = errors.New("the file changed since it was checked")
 
-// noteRecorded notes the result of an acquire or renew statement: unless it
-// matched no row, it may have recorded this Store's liveness in a row.
-func (s *Store) noteRecorded(err error) {
-	if s.live != nil && !errors.Is(err, sql.ErrNoRows) {
+// markRecorded notes, before an acquire or renew statement, that it may
+// record this Store's liveness in a row: Close has rows to clear after that.
+func (s *Store) markRecorded() {
+	if s.live != nil {
 		s.recorded.Store(true)
 	}
 }
@@ -463,129 +464,95 @@ func scanLease(row *sql.Row, name string, more ...any) (elector.Lease, error) {
 // longer the current term, and also if the file changed under the store
 // ([ErrFileChanged]).
 func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
-	if err := checkArgs(l.Name, ttl); err != nil {
-		return elector.Lease{}, err
-	}
-	if err := elector.ValidateHolder(l.Holder); err != nil {
-		return elector.Lease{}, err
-	}
-	ttlMs := millisUp(ttl)
-	res := s.worker.renew(&renewReq{ctx: ctx, l: l, ttlMs: ttlMs})
-	switch err := res.err; {
-	case errors.Is(err, sql.ErrNoRows):
-		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
+	l.TTL = ttl
+	got, err := s.RenewMany(ctx, []elector.Lease{l})
+	switch {
 	case errors.Is(err, ErrFileChanged), errors.Is(err, ErrSecondPath):
-		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d in %q: %w: %w", l.Name, l.Token, s.path, err, elector.ErrLeaseLost)
+		return elector.Lease{}, fmt.Errorf("%w: %w", err, elector.ErrLeaseLost)
 	case err != nil:
-		return elector.Lease{}, s.opError("renew", l.Name, err)
+		return elector.Lease{}, err
+	case got[0].Token != 0:
+		return got[0], nil
+	case s.endedTerm(l.Token):
+		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d in %q: %w: %w", l.Name, l.Token, s.path, errTermEnded, elector.ErrLeaseLost)
 	}
-	l.Version, l.TTL, l.Written = uint64(res.version), fromMillis(ttlMs), time.UnixMilli(res.written)
-	return l, nil
+	return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 }
 
-// renewAll runs a batch of renewals on the worker goroutine and sends each
-// its result. Those whose caller gave up are skipped; a second renewal of
-// a term already in the batch runs after it. One renewal runs the Renew
-// statement; more run RenewBatch, one statement and one commit for all.
-func (s *Store) renewAll(batch []*renewReq) {
+// RenewMany implements [elector.BatchRenewer], with the checks of Renew, in
+// one statement; a term that ended when the Store followed its path to a
+// new file (see [ErrFileChanged]) is no longer current.
+func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
+	for _, l := range terms {
+		if err := checkArgs(l.Name, l.TTL); err != nil {
+			return nil, err
+		}
+		if err := elector.ValidateHolder(l.Holder); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]elector.Lease, len(terms))
 	written := clock.Wall().UnixMilli()
-	var waiting, later []*renewReq
-	var seen map[rowKey]bool
-	if len(batch) > 1 {
-		seen = make(map[rowKey]bool, len(batch))
+	liveFile, liveOffset := s.live.args()
+	renewed := func(i int, version int64) {
+		l := terms[i]
+		l.Version, l.TTL, l.Written = uint64(version), fromMillis(millisUp(l.TTL)), time.UnixMilli(written)
+		out[i] = l
 	}
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.result <- renewResult{err: err}
-			continue
-		}
-		if s.endedTerm(r.l.Token) {
-			r.result <- renewResult{err: errTermEnded}
-			continue
-		}
-		if seen != nil {
-			k := r.key()
-			if seen[k] {
-				later = append(later, r)
-				continue
+	err := s.withLease(ctx, func(lc *leaseConn) error {
+		clear(out)
+		var current []int // the terms not ended by a reopen
+		for i, l := range terms {
+			if !s.endedTerm(l.Token) {
+				current = append(current, i)
 			}
-			seen[k] = true
 		}
-		waiting = append(waiting, r)
-	}
-	if len(waiting) == 1 {
-		s.renewOne(waiting[0], written)
-	} else if len(waiting) > 1 {
-		s.renewMany(waiting, written)
-	}
-	for _, r := range later {
-		s.renewOne(r, written)
-	}
-}
-
-// renewOne runs the Renew statement for r.
-func (s *Store) renewOne(r *renewReq, written int64) {
-	liveFile, liveOffset := s.live.args()
-	res := renewResult{written: written}
-	res.err = s.onLeaseConn(r.ctx, s.checkFile, func(lc *leaseConn) error {
-		if s.endedTerm(r.l.Token) { // the path was just reopened
-			return errTermEnded
+		switch len(current) {
+		case 0:
+			return nil
+		case 1: // the plain statement, which the benchmarks measure
+			s.markRecorded()
+			l := terms[current[0]]
+			var version int64
+			rows, err := lc.renew.QueryContext(ctx, l.Name, l.Holder, sqlInt(l.Token), millisUp(l.TTL), written, liveFile, liveOffset)
+			err = scanOne(rows, err, &version)
+			if err == nil {
+				renewed(current[0], version)
+			}
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			return err
 		}
-		rows, err := lc.renew.QueryContext(r.ctx, r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs, written, liveFile, liveOffset)
-		err = scanOne(rows, err, &res.version)
-		s.noteRecorded(err)
-		return err
-	})
-	r.result <- res
-}
-
-// renewMany runs RenewBatch for the batch, of distinct terms, for as long
-// as one of its callers waits. A term it did not renew gets sql.ErrNoRows.
-func (s *Store) renewMany(batch []*renewReq, written int64) {
-	ctx, stop := batchContext(batch)
-	defer stop()
-	liveFile, liveOffset := s.live.args()
-	arg := renewBatchArg(batch)
-	renewed := make(map[rowKey]int64, len(batch))
-	err := s.onLeaseConn(ctx, s.checkFile, func(lc *leaseConn) error {
-		if s.endedTerm(batch[0].l.Token) { // the path was just reopened: all ended
-			return errTermEnded
-		}
-		clear(renewed)
-		rows, err := lc.renewBatch.QueryContext(ctx, arg, written, liveFile, liveOffset)
+		s.markRecorded()
+		rows, err := lc.renewBatch.QueryContext(ctx, renewBatchArg(terms, current), written, liveFile, liveOffset)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		versions := make(map[rowKey]int64, len(current))
 		for rows.Next() {
 			var k rowKey
 			var version int64
 			if err := rows.Scan(&k.name, &k.holder, &k.token, &version); err != nil {
 				return err
 			}
-			renewed[k] = version
+			versions[k] = version
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		for _, i := range current {
+			if v, ok := versions[rowKey{terms[i].Name, terms[i].Holder, sqlInt(terms[i].Token)}]; ok {
+				renewed(i, v)
+			}
+		}
 		return rows.Close() // the statement commits here
 	})
-	if err != nil || len(renewed) > 0 {
-		s.noteRecorded(err)
+	if err != nil {
+		return nil, s.opError("renew", terms[0].Name, err)
 	}
-	for _, r := range batch {
-		res := renewResult{written: written}
-		version, ok := renewed[r.key()]
-		switch {
-		case err != nil:
-			res.err = err
-		case ok:
-			res.version = version
-		default:
-			res.err = sql.ErrNoRows
-		}
-		r.result <- res
-	}
+	return out, nil
 }
 
 // rowKey names a term in the result of RenewBatch.
@@ -594,43 +561,21 @@ type rowKey struct {
 	token        int64
 }
 
-func (r *renewReq) key() rowKey { return rowKey{r.l.Name, r.l.Holder, sqlInt(r.l.Token)} }
-
-// batchContext returns a context that ends once the context of every
-// renewal in the batch has ended, and a function that releases it.
-func batchContext(batch []*renewReq) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var left atomic.Int32
-	left.Store(int32(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, r := range batch {
-		stops[i] = context.AfterFunc(r.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
-}
-
-// renewBatchArg returns the JSON array that RenewBatch reads.
-func renewBatchArg(batch []*renewReq) string {
+// renewBatchArg returns the JSON array of terms[i] for i in current that
+// RenewBatch reads.
+func renewBatchArg(terms []elector.Lease, current []int) string {
 	type term struct {
 		N   string `json:"n"`
 		H   string `json:"h"`
 		T   int64  `json:"t"`
 		TTL int64  `json:"ttl"`
 	}
-	terms := make([]term, len(batch))
-	for i, r := range batch {
-		terms[i] = term{r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs}
+	arg := make([]term, len(current))
+	for j, i := range current {
+		l := terms[i]
+		arg[j] = term{l.Name, l.Holder, sqlInt(l.Token), millisUp(l.TTL)}
 	}
-	b, _ := json.Marshal(terms) // strings and integers always encode
+	b, _ := json.Marshal(arg) // strings and integers always encode
 	return string(b)
 }
 
@@ -656,8 +601,8 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 		return s.opError("release", l.Name, err)
 	}
 	if n > 0 {
-		s.watch.notify(l.Name, l.Token)
 		s.live.touch()
+		s.notify.push(elector.Change{Name: l.Name})
 	}
 	return nil
 }
@@ -679,6 +624,68 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 		return elector.Lease{}, s.opError("get", name, err)
 	}
 	return l, nil
+}
+
+// getManySQL reads the current, unreleased terms of the names in the JSON
+// array ?1 as GetLive does, each with its index in the array.
+const getManySQL = `SELECT j.key, l.holder, l.token, l.version, l.ttl_ms, l.written_at,
+	CASE WHEN l.live_version = l.version THEN l.live_file END,
+	CASE WHEN l.live_version = l.version THEN l.live_offset END
+FROM json_each(?1) AS j JOIN ` + leaseTable + ` AS l ON l.name = j.value
+WHERE NOT l.released`
+
+// GetMany implements [elector.BulkReader], in one statement. On Linux a
+// lease whose holder's liveness lock is gone (see Process death in the
+// package documentation) is reported free: TryAcquire takes it over at once.
+func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	out := make([]elector.Lease, len(names))
+	for _, name := range names {
+		if err := elector.ValidateName(name); err != nil {
+			return nil, err
+		}
+	}
+	if len(names) == 0 {
+		return out, nil
+	}
+	arg, _ := json.Marshal(names) // strings always encode
+	err := s.withLeaseRead(ctx, func(lc *leaseConn) error {
+		for i, name := range names {
+			out[i] = elector.Lease{Name: name}
+		}
+		rows, err := lc.getMany.QueryContext(ctx, string(arg)) // text: a blob would be JSONB
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		gone := make(map[holderID]bool)
+		for rows.Next() {
+			var (
+				i                            int
+				token, version, ttl, written int64
+				liveFile                     sql.NullString
+				liveOffset                   sql.NullInt64
+			)
+			l := elector.Lease{}
+			if err := rows.Scan(&i, &l.Holder, &token, &version, &ttl, &written, &liveFile, &liveOffset); err != nil {
+				return err
+			}
+			id := scanLive(liveFile, liveOffset)
+			dead, tested := gone[id]
+			if !tested {
+				dead = s.live.gone(id)
+				gone[id] = dead
+			}
+			if !dead {
+				l.Name, l.Token, l.Version, l.TTL, l.Written = names[i], uint64(token), uint64(version), fromMillis(ttl), time.UnixMilli(written)
+				out[i] = l
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, s.opError("get", names[0], err)
+	}
+	return out, nil
 }
 
 // opError wraps the error of a lease operation with the operation, the
@@ -756,8 +763,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.isClosed.Store(true)
-		s.watch.close()
-		s.worker.stop()
+		s.notify.close()
 		s.leaseSem <- struct{}{} // waits for the operation in flight
 		s.closed = true
 		lc := s.lc

@@ -52,6 +52,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -262,7 +263,7 @@ func (w *worker) step() {
 		w.c.sum.Abandoned++
 		w.c.mu.Unlock()
 	case p < 450:
-		err := w.s.FencedLease(ctx, l, func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, l) })
+		err := w.s.Fenced(leaseterm.Context(ctx, l), func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, l) })
 		if w.c.record("fenced", time.Since(t0), err) {
 			w.ensured = true // committed, the CREATE TABLE with it
 		} else if errors.Is(err, elector.ErrLeaseLost) {
@@ -306,7 +307,7 @@ func (w *worker) stepStale(ctx context.Context) {
 		_, err = w.s.Renew(ctx, a.l, w.ttl)
 	} else {
 		op = "stale-fenced"
-		err = w.s.FencedLease(ctx, a.l, func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, a.l) })
+		err = w.s.Fenced(leaseterm.Context(ctx, a.l), func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, a.l) })
 	}
 	if err == nil {
 		err = fmt.Errorf("lease %q token %d, abandoned %v ago with TTL %v and superseded, was still honoured", a.l.Name, a.l.Token, t0.Sub(a.at), w.ttl)

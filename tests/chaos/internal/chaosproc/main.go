@@ -53,6 +53,7 @@ import (
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
 	"github.com/leaderaware/leaderaware/jobs"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
@@ -307,7 +308,7 @@ func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeF
 			return sleep(ctx, hold)
 		}
 		if zombie {
-			return s.FencedLease(ctx, l, fn)
+			return s.Fenced(leaseterm.Context(ctx, l), fn)
 		}
 		return s.Fenced(ctx, fn)
 	}
@@ -351,7 +352,7 @@ func pgWriter(s *pglease.Store, table string, hold time.Duration) writeFunc {
 			return sleep(ctx, hold)
 		}
 		if zombie {
-			return s.FencedLease(ctx, l, fn)
+			return s.Fenced(leaseterm.Context(ctx, l), fn)
 		}
 		return s.Fenced(ctx, fn)
 	}

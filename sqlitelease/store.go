@@ -21,13 +21,9 @@ import (
 // ErrClosed is returned by the methods of a [Store] after [Store.Close].
 var ErrClosed = errors.New("sqlitelease: store is closed")
 
-// Store is an [elector.Store] on one SQLite file, for candidates on one host.
-// It also implements [elector.LeaseWatcher] and [elector.ReleaseWatcher],
-// and offers fenced writes to the jobs that keep their data in the same
-// file ([Store.Fenced]).
-//
-// A Store is safe for concurrent use. Open one Store per file per process
-// and share it; Close it when the program is done with it.
+// Store is an [elector.Store] on one SQLite file, for candidates on one host,
+// with fenced writes for the jobs that keep their data in the file. Open one
+// Store per file per process, share it, and Close it when done.
 type Store struct {
 	path  string                      // as given to Open, for error messages
 	abs   string                      // the absolute path
@@ -74,28 +70,20 @@ var (
 )
 
 // ErrFileChanged is returned by the operations of a [Store] whose database
-// file was deleted, replaced by another file, or truncated to nothing since
-// [Open]: a Store never works on a file that other processes no longer see.
-// Every write (TryAcquire of a lease it may take, Renew, Release, a fenced
-// write) checks the file first; reads (Get, TryAcquire of a lease another
-// holder keeps) see the change within 100 ms. The terms on the old file
-// end: their Renew's error also matches [elector.ErrLeaseLost]. When
-// another file is at the path (a restore), the Store opens it and goes on,
-// with the leases of the restored file taken over only by the elapsed-time
-// rule; until then (no file, an empty one, or the old file's -wal and -shm
-// still next to the new one) its operations and [Store.Healthy] return this
-// error.
+// file was deleted, replaced or emptied since [Open]; the terms on the old
+// file end (a Renew's error also matches [elector.ErrLeaseLost]). Writes
+// check the file first, reads within 100 ms. When another file is moved over
+// it (a restore: move it in and remove the old -wal and -shm in the same
+// step), the Store opens it and goes on, its leases taken over one TTL later;
+// until then operations and [Store.Healthy] return this error.
 var ErrFileChanged = errors.New("the database file was deleted, replaced or truncated since Open; close the store and open the path again")
 
-// leaseConn is the one connection that carries lease traffic, with its
-// prepared statements (those of package sqlitesql, which the benchmarks run
-// bare). It is taken out of the pool for the store's lifetime,
-// so renewals never wait in Go's pool behind job work.
+// leaseConn is the connection of the lease operations, out of the pool so
+// that renewals never queue behind job work, with its prepared statements.
 type leaseConn struct {
-	conn                           *sql.Conn
-	acquire, get, getLive, getMany *sql.Stmt
-	renew, renewBatch, release     *sql.Stmt
-	begin, commit, rollback        *sql.Stmt // of the transaction of Store.issue
+	conn                                         *sql.Conn
+	acquire, getMany, renew, renewBatch, release *sql.Stmt
+	begin, commit, rollback                      *sql.Stmt // of the transaction of Store.issue
 }
 
 func newLeaseConn(ctx context.Context, db *sql.DB) (*leaseConn, error) {
@@ -117,7 +105,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 		stmt **sql.Stmt
 		sql  string
 	}{
-		{&lc.acquire, sqlitesql.Acquire}, {&lc.get, sqlitesql.Get}, {&lc.getLive, sqlitesql.GetLive}, {&lc.getMany, getManySQL},
+		{&lc.acquire, sqlitesql.Acquire}, {&lc.getMany, getManySQL},
 		{&lc.renew, sqlitesql.Renew}, {&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
 		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
 	} {
@@ -134,7 +122,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.getLive, lc.getMany, lc.renew, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.getMany, lc.renew, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -143,11 +131,8 @@ func (lc *leaseConn) close() error {
 	return errors.Join(errs...)
 }
 
-// writeTx runs fn in an IMMEDIATE transaction on the lease connection, which
-// commits if fn returns nil and rolls back otherwise. BEGIN waits for the
-// database's write lock (a busy error if it stays locked); COMMIT and
-// ROLLBACK, which wait for nothing, run even if ctx has ended, so that no
-// transaction is left open.
+// writeTx runs fn in an IMMEDIATE transaction on lc. COMMIT and ROLLBACK
+// run even if ctx has ended, so that no transaction is left open.
 func (lc *leaseConn) writeTx(ctx context.Context, fn func() error) error {
 	if _, err := lc.begin.ExecContext(ctx); err != nil {
 		switch {
@@ -175,20 +160,11 @@ func (lc *leaseConn) writeTx(ctx context.Context, fn func() error) error {
 	return nil
 }
 
-// issue runs acquire, the acquire statement, with the floor of the token it
-// issues, and returns its error. The floor is clockFloor, the wall clock in
-// microseconds. On Linux it is also one above the high-water mark in the
-// liveness file, which outlives the database file: the statement, the
-// read of the mark and its raise to the new token run in one transaction,
-// so the mark is raised before the token commits, and a failed raise rolls
-// the statement back. Tokens thus keep growing after the database file was
-// deleted (with its own mark) even if the clock was stepped back, as long
-// as the liveness file is kept.
-//
-// A file whose own mark is below that mark was restored or replaced (see
-// reopen.go): instead of the acquire, issue then marks its leases held if
-// other Stores run, or gives the lease name a row if it has none, commits
-// that, and returns sql.ErrNoRows, so that the caller reads the lease again.
+// issue runs acquire with the floor of the token it issues: the wall clock
+// in µs (clockFloor) and on Linux one above the mark in <db>-live, read and
+// raised in the statement's transaction. A file whose own mark is below that
+// mark was restored (see reopen.go): issue then marks its leases held, or
+// gives name a placeholder row, and returns sql.ErrNoRows, to read again.
 func (s *Store) issue(ctx context.Context, lc *leaseConn, name string, ttlMs, clockFloor int64, acquire func(floor int64) (token int64, err error)) error {
 	if s.live == nil {
 		_, err := acquire(clockFloor)
@@ -209,20 +185,15 @@ func (s *Store) issue(ctx context.Context, lc *leaseConn, name string, ttlMs, cl
 	return err
 }
 
-// withLease runs op on the lease connection, alone, and retries it while the
-// database is busy, until ctx ends. A connection that broke is replaced on
-// the next call. Before op it checks, once, that the path still names the
-// file Open opened: a Store never writes to a file that other processes no
-// longer see (nor to one truncated under it), and a new connection never
-// opens another file. A file that changes while op runs shows at the next
-// operation, as one that changes just after it does: a holder's next Renew
-// ends its term.
+// withLease runs op on the lease connection, alone, retrying while the
+// database is busy, after a check that the path still names the Store's file
+// (following it to a restored one); a broken connection is replaced.
 func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) error {
 	return s.onLeaseConn(ctx, s.checkFile, op)
 }
 
-// withLeaseRead is withLease for an op that only reads: a check of the file
-// that passed within readRecheck serves it (see checkFileRead).
+// withLeaseRead is withLease for a read, served by a check of the file that
+// passed within readRecheck.
 func (s *Store) withLeaseRead(ctx context.Context, op func(lc *leaseConn) error) error {
 	return s.onLeaseConn(ctx, s.checkFileRead, op)
 }
@@ -268,18 +239,12 @@ func (s *Store) onLeaseConn(ctx context.Context, check func() error, op func(lc 
 	return err
 }
 
-// readRecheck is how long a check of the file that passed also serves the
-// lease reads of a Store (Get, and the read of a held lease by TryAcquire):
-// the check is a stat, a fifth of a Get's time. A read sees a file replaced
-// under the Store at most this late; a write, never (see withLease). A
-// stale read is no danger: it can only make a candidate wait, and its next
-// write reports the change. Tests change it.
+// readRecheck is how long a passing check of the file serves reads: a stale
+// read can only make a candidate wait. Tests change it.
 var readRecheck = 100 * time.Millisecond
 
-// checkFile returns an error matching [ErrFileChanged] if the path no
-// longer names the file that Open opened, or that file is empty (SQLite
-// never leaves a database in WAL mode empty). It records when a check
-// passed, for checkFileRead.
+// checkFile returns an error matching [ErrFileChanged] if the path no longer
+// names the Store's file, or it is empty, and records when a check passed.
 func (s *Store) checkFile() error {
 	err := s.statFile()
 	if err != nil {
@@ -290,8 +255,6 @@ func (s *Store) checkFile() error {
 	return err
 }
 
-// checkFileRead is checkFile for a read: it returns nil at once if a check
-// passed within readRecheck.
 func (s *Store) checkFileRead() error {
 	if ok := s.fileOK.Load(); ok > 0 && time.Since(s.opened)-time.Duration(ok) < readRecheck {
 		return nil
@@ -321,18 +284,9 @@ func (s *Store) statFile() error {
 	return nil
 }
 
-// TryAcquire implements [elector.Store]. name and holder must be valid
-// ([elector.ValidateName], [elector.ValidateHolder]) and ttl within
-// [elector.ValidateTTL]. The store keeps ttl rounded up to whole
-// milliseconds, and never issues a token below the wall clock in
-// microseconds, nor on Linux below the largest token ever issued through
-// the file's liveness file, so that tokens keep growing even after the
-// file was deleted or restored from an older copy (see the package
-// documentation).
-//
-// On Linux, a lease held by another Store whose liveness lock is gone (its
-// process died, see the package documentation) is taken over at once, with
-// a compare-and-set on the version just read, whatever the caller observed.
+// TryAcquire implements [elector.Store], keeping ttl rounded up to whole
+// milliseconds. On Linux a lease of a holder whose liveness lock is gone is
+// taken over at once, with a compare-and-set on the version just read.
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := checkArgs(name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -343,13 +297,9 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	ttlMs := millisUp(ttl)
 	liveFile, liveOffset := s.live.args()
 	var l elector.Lease
-	// A call that observed no term wins only a free lease or a dead
-	// holder's, so a plain read comes first: it answers the most frequent
-	// call, a waiting candidate's for a lease a live holder keeps, without
-	// the write lock, the token high-water mark and (within readRecheck)
-	// the check of the file. A call that observed a term expects to take
-	// it over, so the compare-and-set comes first. Either way the
-	// compare-and-set alone decides who wins; a read only tells who holds.
+	// A call that observed no term can win only a free lease or a dead
+	// holder's: a plain read comes first, without the write lock. Either
+	// way the compare-and-set alone decides who wins.
 	read := observed.Token == 0
 	with, checked := s.withLease, true
 	if read {
@@ -359,12 +309,14 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		try := observed
 		for {
 			if read {
-				cur, id, err := lc.current(ctx, name)
-				switch {
-				case errors.Is(err, sql.ErrNoRows):
-					// Free.
-				case err != nil:
+				got, ids, err := lc.leases(ctx, []string{name})
+				if err != nil {
 					return err
+				}
+				cur, id := got[0], ids[0]
+				switch {
+				case cur.Token == 0:
+					// Free.
 				case cur.Token == try.Token && cur.Version == try.Version:
 					// Still the observed term.
 				case s.live.gone(id):
@@ -424,7 +376,6 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	return l, nil
 }
 
-// errRecheck makes TryAcquire run again after the file changed under a read.
 var errRecheck = errors.New("the file changed since it was checked")
 
 // markRecorded notes, before an acquire or renew statement, that it may
@@ -433,30 +384,6 @@ func (s *Store) markRecorded() {
 	if s.live != nil {
 		s.recorded.Store(true)
 	}
-}
-
-// current reads the current, unreleased term of name and its holder's
-// liveness record, or returns sql.ErrNoRows.
-func (lc *leaseConn) current(ctx context.Context, name string) (elector.Lease, holderID, error) {
-	var liveFile sql.NullString
-	var liveOffset sql.NullInt64
-	l, err := scanLease(lc.getLive.QueryRowContext(ctx, name), name, &liveFile, &liveOffset)
-	if err != nil {
-		return elector.Lease{}, holderID{}, err
-	}
-	return l, scanLive(liveFile, liveOffset), nil
-}
-
-// scanLease scans a row of sqlitesql.Get, or of GetLive with the last
-// columns into more, into the lease name.
-func scanLease(row *sql.Row, name string, more ...any) (elector.Lease, error) {
-	var token, version, ttlMs, written int64
-	l := elector.Lease{Name: name}
-	if err := row.Scan(append([]any{&l.Holder, &token, &version, &ttlMs, &written}, more...)...); err != nil {
-		return elector.Lease{}, err
-	}
-	l.Token, l.Version, l.TTL, l.Written = uint64(token), uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
-	return l, nil
 }
 
 // Renew implements [elector.Store]. Like TryAcquire, it keeps ttl rounded up
@@ -579,8 +506,7 @@ func renewBatchArg(terms []elector.Lease, current []int) string {
 	return string(b)
 }
 
-// Release implements [elector.Store]. It also wakes the candidates that
-// watch the lease through this Store.
+// Release implements [elector.Store].
 func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := elector.ValidateName(l.Name); err != nil {
 		return err
@@ -613,15 +539,18 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 		return elector.Lease{}, err
 	}
 	var l elector.Lease
-	err := s.withLeaseRead(ctx, func(lc *leaseConn) (err error) {
-		l, err = scanLease(lc.get.QueryRowContext(ctx, name), name)
+	err := s.withLeaseRead(ctx, func(lc *leaseConn) error {
+		got, _, err := lc.leases(ctx, []string{name})
+		if err == nil {
+			l = got[0]
+		}
 		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return elector.Lease{}, fmt.Errorf("sqlitelease: lease %q: %w", name, elector.ErrNoLease)
-	}
 	if err != nil {
 		return elector.Lease{}, s.opError("get", name, err)
+	}
+	if l.Token == 0 {
+		return elector.Lease{}, fmt.Errorf("sqlitelease: lease %q: %w", name, elector.ErrNoLease)
 	}
 	return l, nil
 }
@@ -638,59 +567,69 @@ WHERE NOT l.released`
 // lease whose holder's liveness lock is gone (see Process death in the
 // package documentation) is reported free: TryAcquire takes it over at once.
 func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
-	out := make([]elector.Lease, len(names))
 	for _, name := range names {
 		if err := elector.ValidateName(name); err != nil {
 			return nil, err
 		}
 	}
 	if len(names) == 0 {
-		return out, nil
+		return []elector.Lease{}, nil
 	}
-	arg, _ := json.Marshal(names) // strings always encode
-	err := s.withLeaseRead(ctx, func(lc *leaseConn) error {
-		for i, name := range names {
-			out[i] = elector.Lease{Name: name}
-		}
-		rows, err := lc.getMany.QueryContext(ctx, string(arg)) // text: a blob would be JSONB
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		gone := make(map[holderID]bool)
-		for rows.Next() {
-			var (
-				i                            int
-				token, version, ttl, written int64
-				liveFile                     sql.NullString
-				liveOffset                   sql.NullInt64
-			)
-			l := elector.Lease{}
-			if err := rows.Scan(&i, &l.Holder, &token, &version, &ttl, &written, &liveFile, &liveOffset); err != nil {
-				return err
-			}
-			id := scanLive(liveFile, liveOffset)
-			dead, tested := gone[id]
-			if !tested {
-				dead = s.live.gone(id)
-				gone[id] = dead
-			}
-			if !dead {
-				l.Name, l.Token, l.Version, l.TTL, l.Written = names[i], uint64(token), uint64(version), fromMillis(ttl), time.UnixMilli(written)
-				out[i] = l
-			}
-		}
-		return rows.Err()
+	var out []elector.Lease
+	var ids []holderID
+	err := s.withLeaseRead(ctx, func(lc *leaseConn) (err error) {
+		out, ids, err = lc.leases(ctx, names)
+		return err
 	})
 	if err != nil {
 		return nil, s.opError("get", names[0], err)
 	}
+	gone := make(map[holderID]bool)
+	for i, id := range ids {
+		dead, tested := gone[id]
+		if !tested {
+			dead = s.live.gone(id)
+			gone[id] = dead
+		}
+		if dead {
+			out[i] = elector.Lease{Name: names[i]}
+		}
+	}
 	return out, nil
 }
 
-// opError wraps the error of a lease operation with the operation, the
-// lease and the file. Errors the caller branches on (HeldError, ErrClosed,
-// context errors) pass through errors.Is and errors.As.
+// leases reads the leases names (the zero Lease but for Name if free), and
+// their holders' liveness records.
+func (lc *leaseConn) leases(ctx context.Context, names []string) ([]elector.Lease, []holderID, error) {
+	arg, _ := json.Marshal(names)                          // strings always encode
+	rows, err := lc.getMany.QueryContext(ctx, string(arg)) // text: a blob would be JSONB
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	out, ids := make([]elector.Lease, len(names)), make([]holderID, len(names))
+	for i, name := range names {
+		out[i].Name = name
+	}
+	for rows.Next() {
+		var (
+			i                            int
+			l                            elector.Lease
+			token, version, ttl, written int64
+			liveFile                     sql.NullString
+			liveOffset                   sql.NullInt64
+		)
+		if err := rows.Scan(&i, &l.Holder, &token, &version, &ttl, &written, &liveFile, &liveOffset); err != nil {
+			return nil, nil, err
+		}
+		l.Name, l.Token, l.Version, l.TTL, l.Written = names[i], uint64(token), uint64(version), fromMillis(ttl), time.UnixMilli(written)
+		out[i], ids[i] = l, scanLive(liveFile, liveOffset)
+	}
+	return out, ids, rows.Err()
+}
+
+// opError names the operation, lease and file, but passes HeldError and
+// ErrClosed as they are.
 func (s *Store) opError(op, name string, err error) error {
 	var held *elector.HeldError
 	if errors.As(err, &held) || errors.Is(err, ErrClosed) {
@@ -699,13 +638,10 @@ func (s *Store) opError(op, name string, err error) error {
 	return fmt.Errorf("sqlitelease: %s lease %q in %q: %w", op, name, s.path, err)
 }
 
-// scanOne scans the first row of rows, the result of a write statement with
-// RETURNING, into dest, or returns sql.ErrNoRows if there is none. Unlike
-// QueryRow, it steps the statement to completion. That matters: SQLite runs
-// its WAL auto-checkpoint only when an autocommit statement commits in a
-// step, not when it commits in the reset that closing unfinished rows does,
-// so with QueryRow the WAL would grow without bound under lease traffic
-// alone (and a later checkpoint of it would stall a renewal).
+// scanOne scans the one row of a write statement with RETURNING into dest
+// (sql.ErrNoRows if none), stepping the statement to completion: SQLite
+// checkpoints the WAL only when a statement commits in a step, so with
+// QueryRow the WAL would grow without bound.
 func scanOne(rows *sql.Rows, err error, dest ...any) error {
 	if err != nil {
 		return err
@@ -736,30 +672,19 @@ func checkArgs(name string, ttl time.Duration) error {
 	return elector.ValidateTTL(ttl)
 }
 
-// DB returns the store's database handle, for a job's own schema setup and
-// reads in the same file. Writes that must happen only while the caller
-// leads belong in [Store.Fenced]. The store keeps up to two connections of
-// this pool for itself while it is open (lease traffic and, while candidates
-// wait, release watching); leave room for them if you limit
-// SetMaxOpenConns. Do not Close the handle; [Store.Close] does.
-//
-// After the Store followed its path to a file moved over its own (see
-// [ErrFileChanged]), DB returns the new file's handle; the old one stays
-// open, on the old file, until Close.
+// DB returns the handle of the store's file, for the job's own tables; writes
+// that must happen only while leading belong in [Store.Fenced]. The store
+// keeps one connection of the pool for itself. Do not Close it. After a
+// restore (see [ErrFileChanged]) it returns the new file's handle.
 func (s *Store) DB() *sql.DB { return s.db.Load() }
 
 // Path returns the path of the database file as given to [Open].
 func (s *Store) Path() string { return s.path }
 
-// Close stops the store's goroutines, closes its connections and the
-// database handle. Later calls return the result of the first. Operations
-// after Close return [ErrClosed].
-//
-// On Linux, Close first clears the liveness record of every lease this
-// Store still holds (its terms may still be running: candidates then wait
-// the elapsed-time rule for them), and only then drops its liveness lock.
-// If it cannot clear them, it returns an error and keeps the lock until the
-// process exits.
+// Close closes the store's connections and handles; later calls return the
+// first one's result, and operations [ErrClosed]. On Linux it first clears
+// the liveness records of the leases it still holds (candidates then wait
+// one TTL), then drops its liveness lock, which it keeps if that failed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.isClosed.Store(true)

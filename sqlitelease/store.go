@@ -81,9 +81,9 @@ var ErrFileChanged = errors.New("the database file was deleted, replaced or trun
 // leaseConn is the connection of the lease operations, out of the pool so
 // that renewals never queue behind job work, with its prepared statements.
 type leaseConn struct {
-	conn                                         *sql.Conn
-	acquire, getMany, renew, renewBatch, release *sql.Stmt
-	begin, commit, rollback                      *sql.Stmt // of the transaction of Store.issue
+	conn                                  *sql.Conn
+	acquire, getMany, renewBatch, release *sql.Stmt
+	begin, commit, rollback               *sql.Stmt // of the transaction of Store.issue
 }
 
 func newLeaseConn(ctx context.Context, db *sql.DB) (*leaseConn, error) {
@@ -106,7 +106,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 		sql  string
 	}{
 		{&lc.acquire, sqlitesql.Acquire}, {&lc.getMany, getManySQL},
-		{&lc.renew, sqlitesql.Renew}, {&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
+		{&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
 		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
 	} {
 		err := retryBusy(ctx, func() (err error) {
@@ -122,7 +122,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.getMany, lc.renew, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.getMany, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -419,6 +419,9 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 		}
 	}
 	out := make([]elector.Lease, len(terms))
+	if len(terms) == 0 {
+		return out, nil
+	}
 	written := clock.Wall().UnixMilli()
 	liveFile, liveOffset := s.live.args()
 	renewed := func(i int, version int64) {
@@ -434,22 +437,8 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 				current = append(current, i)
 			}
 		}
-		switch len(current) {
-		case 0:
+		if len(current) == 0 {
 			return nil
-		case 1: // the plain statement, which the benchmarks measure
-			s.markRecorded()
-			l := terms[current[0]]
-			var version int64
-			rows, err := lc.renew.QueryContext(ctx, l.Name, l.Holder, sqlInt(l.Token), millisUp(l.TTL), written, liveFile, liveOffset)
-			err = scanOne(rows, err, &version)
-			if err == nil {
-				renewed(current[0], version)
-			}
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			return err
 		}
 		s.markRecorded()
 		rows, err := lc.renewBatch.QueryContext(ctx, renewBatchArg(terms, current), written, liveFile, liveOffset)

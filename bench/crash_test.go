@@ -106,7 +106,7 @@ func crashProcRound(b *testing.B, bin string, s *sqlitelease.Store, sig syscall.
 	h := startCrashProc(b, bin, s.Path())
 	defer h.stop()
 
-	probe := &crashProbe{notifyWatch: notifyWatch{s}, held: make(chan struct{}, 1)}
+	probe := &crashProbe{Store: s, held: make(chan struct{}, 1)}
 	e, err := elector.New(probe, sqliteCrashLease, elector.Config{TTL: sqliteCrashTTL, Holder: "candidate"})
 	if err != nil {
 		b.Fatal(err)
@@ -211,10 +211,9 @@ func (h *crashProc) stop() {
 }
 
 // crashProbe signals when a TryAcquire finds the lease held. It embeds the
-// concrete Store, so that the elector still sees its GetMany and Notify
-// (and, until the core watches through them, notifyWatch's WatchRelease).
+// concrete Store, so that the elector still sees its GetMany and Notify.
 type crashProbe struct {
-	notifyWatch
+	*sqlitelease.Store
 	held chan struct{}
 }
 
@@ -233,5 +232,4 @@ func (p *crashProbe) TryAcquire(ctx context.Context, name, holder string, ttl ti
 var _ interface {
 	elector.BulkReader
 	elector.Notifier
-	elector.ReleaseWatcher
 } = (*crashProbe)(nil)

@@ -20,7 +20,7 @@ import (
 
 // countingStore counts TryAcquire calls and keeps the Store's watch
 // visible to the elector.
-type countingStore = counting.Store[watching]
+type countingStore = counting.Store[*sqlitelease.Store]
 
 // TestHandoffAcrossStores hands a lease back and forth between two electors
 // on two Stores of one file, as two processes would. Each waiting candidate
@@ -32,7 +32,7 @@ func TestHandoffAcrossStores(t *testing.T) {
 		bound    = 500 * time.Millisecond // generous; typical is one 20 ms poll
 	)
 	path := filepath.Join(t.TempDir(), "leases.db")
-	stores := [2]*countingStore{{S: watching{openPath(t, path)}}, {S: watching{openPath(t, path)}}}
+	stores := [2]*countingStore{{S: openPath(t, path)}, {S: openPath(t, path)}}
 	var electors [2]*elector.LeaseElector
 	for i, h := range []string{"replica-0", "replica-1"} {
 		e, err := elector.New(stores[i], "handoff", elector.Config{TTL: 10 * time.Second, RetryInterval: 5 * time.Second, Holder: h})
@@ -106,7 +106,7 @@ func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
 	)
 	path := filepath.Join(t.TempDir(), "leases.db")
 	a := openPath(t, path)
-	b := &countingStore{S: watching{openPath(t, path)}}
+	b := &countingStore{S: openPath(t, path)}
 	ctx, cancel := context.WithCancel(bg(t))
 	defer cancel()
 

@@ -112,7 +112,7 @@ func TestLiveOwnLockIsNoProof(t *testing.T) {
 func TestLiveCampaignWokenByDeath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	a := openPath(t, path)
-	b := &countingStore{S: watching{openPath(t, path)}}
+	b := &countingStore{S: openPath(t, path)}
 	ea, err := elector.New(a, "job", elector.Config{TTL: 15 * time.Second, Holder: "a"})
 	require.NoError(t, err)
 	ta, err := ea.Campaign(bg(t))

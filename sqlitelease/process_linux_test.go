@@ -154,7 +154,7 @@ func (h *holderProc) stop(t *testing.T) {
 // found the lease held (and waits).
 func waitingCandidate(t *testing.T, ctx context.Context, path string, ttl, retry time.Duration) <-chan campaignResult {
 	t.Helper()
-	b := &countingStore{S: watching{openPath(t, path)}}
+	b := &countingStore{S: openPath(t, path)}
 	e, err := elector.New(b, "job", elector.Config{TTL: ttl, RetryInterval: retry, Holder: "candidate"})
 	require.NoError(t, err)
 	won := make(chan campaignResult, 1)
@@ -227,7 +227,7 @@ func TestProcessStoppedElapsedTime(t *testing.T) {
 	h.stop(t)
 
 	b := openPath(t, path)
-	e, err := elector.New(watching{b}, "job", elector.Config{TTL: ttl, RetryInterval: 50 * time.Millisecond, Holder: "candidate"})
+	e, err := elector.New(b, "job", elector.Config{TTL: ttl, RetryInterval: 50 * time.Millisecond, Holder: "candidate"})
 	require.NoError(t, err)
 	start := time.Now()
 	term, err := e.Campaign(bg(t))

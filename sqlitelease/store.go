@@ -345,7 +345,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				return token, err
 			})
 			if err == nil {
-				s.issued.Store(max(s.issued.Load(), token)) // on the worker goroutine alone
+				s.issued.Store(max(s.issued.Load(), token)) // under leaseSem
 				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version),
 					TTL: fromMillis(ttlMs), Written: time.UnixMilli(wall.UnixMilli())}
 				return nil

@@ -16,11 +16,6 @@ import (
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
-// deathBound is the most a takeover may take after a holder's death: the
-// kernel reports the close of the liveness file at once; the rest is
-// margin for the race detector and a busy machine.
-const deathBound = 250 * time.Millisecond
-
 // requireHeld asserts that a TryAcquire with the zero observed lease is
 // refused, and returns the lease it reports.
 func requireHeld(t *testing.T, s *sqlitelease.Store, name, holder string) elector.Lease {

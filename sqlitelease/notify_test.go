@@ -31,6 +31,11 @@ func notifications(t *testing.T, s *sqlitelease.Store) <-chan elector.Change {
 	return ch
 }
 
+// deathBound is the most a takeover may take after a holder's death: the
+// kernel reports the close of the liveness file at once; the rest is
+// margin for the race detector and a busy machine.
+const deathBound = 250 * time.Millisecond
+
 // requirePush waits for a push of name or of "" (read everything).
 func requirePush(t *testing.T, ch <-chan elector.Change, name string, within time.Duration) time.Duration {
 	t.Helper()

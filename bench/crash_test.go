@@ -211,7 +211,7 @@ func (h *crashProc) stop() {
 }
 
 // crashProbe signals when a TryAcquire finds the lease held. It embeds the
-// concrete Store, so that the elector still sees its GetMany and Notify.
+// concrete Store, so that the elector still sees its optional interfaces.
 type crashProbe struct {
 	*sqlitelease.Store
 	held chan struct{}
@@ -227,9 +227,3 @@ func (p *crashProbe) TryAcquire(ctx context.Context, name, holder string, ttl ti
 	}
 	return l, err
 }
-
-// Compile-time check: the probe keeps the store's watch interfaces.
-var _ interface {
-	elector.BulkReader
-	elector.Notifier
-} = (*crashProbe)(nil)

@@ -1,20 +1,10 @@
 package bench
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/testing/storebench"
-	"github.com/leaderaware/leaderaware/pglease"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // BenchmarkFailover measures, on the real clock, how long a lease takes to
@@ -58,57 +48,11 @@ import (
 // end.
 func BenchmarkFailover(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) {
-		path := filepath.Join(b.TempDir(), "failover.db")
-		open := func() *sqlitelease.Store {
-			s, err := sqlitelease.Open(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = s.Close() })
-			return s
-		}
-		storebench.Failover(b, notifyWatch{open()}, notifyWatch{open()}, 100*time.Millisecond)
-	})
-	b.Run("pg", func(b *testing.B) {
-		dsn := os.Getenv("LEADERAWARE_TEST_PG")
-		if dsn == "" {
-			b.Skip("set LEADERAWARE_TEST_PG=postgres://user@host:5432/db?sslmode=disable to run the PostgreSQL benchmarks")
-		}
-		ctx := context.Background()
-		var rnd [6]byte
-		_, _ = rand.Read(rnd[:])
-		schema := "bench_failover_" + hex.EncodeToString(rnd[:])
-		open := func() *pglease.Store {
-			s, err := pglease.Open(ctx, dsn, pglease.WithSchema(schema))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = s.Close() })
-			return s
-		}
-		sa, sb := open(), open()
-		b.Cleanup(func() { // runs before the Closes above
-			if _, err := sa.Pool().Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-				b.Errorf("drop schema %s: %v", schema, err)
-			}
-		})
+		sa, sb := sqliteInstances(b, "failover.db")
 		storebench.Failover(b, sa, sb, 100*time.Millisecond)
 	})
-}
-
-// notifyWatch gives storebench the WatchRelease it asks for, from the
-// store's Notify (spurious wake-ups are allowed), until storebench takes
-// the core's watch interfaces.
-type notifyWatch struct{ *sqlitelease.Store }
-
-func (s notifyWatch) WatchRelease(name string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	return ch, s.Notify(func(c elector.Change) {
-		if c.Name == "" || c.Name == name {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+	b.Run("pg", func(b *testing.B) {
+		sa, sb := pgInstances(b, "bench_failover")
+		storebench.Failover(b, sa, sb, 100*time.Millisecond)
 	})
 }

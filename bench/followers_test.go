@@ -64,10 +64,10 @@ const (
 // Sub-benchmarks: {sqlite,pg}/watch={bulk,poll}. sqlite: one file in
 // b.TempDir(). pg: a fresh schema, dropped at the end; skipped unless
 // LEADERAWARE_TEST_PG is set. watch=bulk runs the store as applications do,
-// so a store that implements elector.LeaseWatcher follows the waiting
-// electors' leases in bulk; watch=poll hides the store's LeaseWatcher and
-// ReleaseWatcher (follower -poll), so every waiting elector reads its lease
-// itself every jittered RetryInterval: the baseline.
+// so the elector's watch reads a store that implements elector.BulkReader
+// in bulk; watch=poll hides the store's optional interfaces (follower
+// -poll), so the watch reads every waiting elector's lease with a Get of
+// its own every jittered RetryInterval: the baseline.
 //
 // Metrics (ns/op is hidden: it would be the window): %core-leader and
 // %core-follower-max (the more expensive follower) are CPU time over the

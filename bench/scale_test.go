@@ -40,11 +40,11 @@ const defaultRenewInterval = elector.DefaultTTL / 3
 //	                 ns/op is the wall time of a sweep.
 //	sqlite/electors  1,000 LeaseElectors on one SQLite store, each holding a
 //	                 term (TTL 3 s, RenewInterval 1 s, to measure faster):
-//	                 one op is a 3 s window of the running terms, with their
-//	                 1,000 renewal goroutines and timers. The CPU is divided by
-//	                 the renewals counted in the window and scaled to 1,000.
-//	                 The counting wrapper hides the store's WatchRelease, which
-//	                 winners never wait on anyway. ns/op is suppressed.
+//	                 one op is a 3 s window of the running terms, renewed by
+//	                 the Store's one schedule. The CPU is divided by the
+//	                 renewals counted in the window and scaled to 1,000.
+//	                 The counting wrapper hides the store's optional
+//	                 interfaces: one Renew per term. ns/op is suppressed.
 //	pg/sweep,        sqlite/sweep and sqlite/electors on PostgreSQL (client
 //	pg/electors      side only: the server's CPU is not counted). Skipped
 //	                 unless LEADERAWARE_TEST_PG is set.

@@ -98,18 +98,49 @@ type decorated struct {
 
 // run is one Start..Stop campaign: one gate goroutine.
 type run struct {
-	cancel context.CancelFunc     // ends the campaign; called by Stop after it sent on stop
-	stop   chan stopRequest       // from Stop; buffered 1, sent once
-	done   chan struct{}          // closed when the gate goroutine exits
-	busy   atomic.Pointer[string] // what the gate waits for; see step
+	cancel context.CancelFunc // ends the campaign; called by Stop after it sent on stop
+	stop   chan stopRequest   // from Stop; buffered 1, sent once
+	done   chan struct{}      // closed when the gate goroutine exits
+	busy   atomic.Uint32      // the step the gate waits for; see run.step
+
+	watchdog watchdog // the gate's start and stop watchdog
 }
 
-// step records what the gate is about to wait for, which Stop names if the
-// run has not ended within the stop timeout. Watchdogs pass a nil r: they
-// record nothing.
-func (r *run) step(what string) {
+// A step is a call the gate waits for, which Stop names if the run has not
+// ended within the stop timeout.
+type step uint32
+
+const (
+	stepNone step = iota
+	stepCampaign
+	stepResign
+	stepAbandon
+	stepStart
+	stepStop
+	stepOnElected
+	stepOnDemoted
+	stepOnError
+)
+
+var stepNames = [...]string{
+	stepNone:      "the campaign",
+	stepCampaign:  "Campaign of the elector",
+	stepResign:    "Resign of the term",
+	stepAbandon:   "Abandon of the term",
+	stepStart:     "inner Start",
+	stepStop:      "inner Stop",
+	stepOnElected: "OnElected hook",
+	stepOnDemoted: "OnDemoted hook",
+	stepOnError:   "OnError hook",
+}
+
+func (s step) String() string { return stepNames[s] }
+
+// step records what the gate is about to wait for. Watchdogs pass a nil r:
+// they record nothing.
+func (r *run) step(s step) {
 	if r != nil {
-		r.busy.Store(&what)
+		r.busy.Store(uint32(s))
 	}
 }
 
@@ -199,11 +230,7 @@ func (d *decorated) wait(ctx context.Context, r *run) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C:
-		what := "the campaign"
-		if p := r.busy.Load(); p != nil {
-			what = *p
-		}
-		return fmt.Errorf("%s has not returned after %v", what, d.stopTimeout)
+		return fmt.Errorf("%v has not returned after %v", step(r.busy.Load()), d.stopTimeout)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,7 +90,7 @@ func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Ter
 	// claimed is set by whichever comes first: the gate about to call the
 	// inner Start, or the watchdog finding OnElected still running.
 	var claimed atomic.Bool
-	stop := watchdog(deadline, func() {
+	r.watchdog.arm(deadline, func() {
 		what := "inner Start"
 		if claimed.CompareAndSwap(false, true) {
 			what = "OnElected hook"
@@ -101,7 +102,7 @@ func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Ter
 		d.report(tctx, nil, fmt.Errorf("decorator: %s of %s did not return within %v", what, d.jobName, d.startTimeout))
 	})
 	defer func() {
-		if stop() {
+		if r.watchdog.disarm() {
 			d.status.clearOverran()
 		}
 	}()
@@ -143,7 +144,7 @@ func (d *decorated) end(tctx context.Context, r *run, term elector.Term, started
 // req.deadline if the inner Stop has not returned, and the gate stays in the
 // inner Stop until it does: meanwhile, that is the job's Status overrun.
 func (d *decorated) stopJob(tctx context.Context, r *run, term elector.Term, req stopRequest) bool {
-	overran := watchdog(req.deadline, func() {
+	r.watchdog.arm(req.deadline, func() {
 		d.status.setOverran("inner Stop", d.stopTimeout)
 		d.abandon(tctx, nil, term)
 		d.report(tctx, nil, fmt.Errorf("decorator: inner Stop of %s has not returned after %v; its lease is left to run out", d.jobName, d.stopTimeout))
@@ -156,7 +157,7 @@ func (d *decorated) stopJob(tctx context.Context, r *run, term elector.Term, req
 		err = d.callStop(retry, r, term)
 		cancel()
 	}
-	if overran() {
+	if r.watchdog.disarm() {
 		d.status.clearOverran()
 		return false
 	}
@@ -168,29 +169,55 @@ func (d *decorated) stopJob(tctx context.Context, r *run, term elector.Term, req
 	return true
 }
 
-// watchdog calls f on a goroutine of its own when deadline passes, unless
-// the returned stop is called first. stop waits for an f that has begun to
-// return, and reports whether f ran.
-func watchdog(deadline time.Time, f func()) (stop func() bool) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	done := make(chan struct{})
-	stopFunc := context.AfterFunc(ctx, func() {
-		defer close(done)
-		f()
-	})
-	return func() bool {
-		defer cancel()
-		if stopFunc() {
-			return false
-		}
-		<-done
-		return true
+// watchdog calls the function it was armed with on a goroutine of its own
+// when the deadline passes, unless disarm is called first: the start and the
+// stop watchdog of a run, armed one at a time by the gate. Its one timer is
+// made at the first arm, on the gate's goroutine (so a synctest bubble's
+// clock drives it), and reset for every later one: arming costs no
+// goroutine, and none runs unless a deadline passes.
+type watchdog struct {
+	timer *time.Timer
+	fired chan struct{} // f has returned; buffered 1, one send per firing
+
+	mu sync.Mutex // orders arm's write of f before the timer's read
+	f  func()
+}
+
+// arm calls f on a goroutine of its own when deadline passes. Every arm must
+// be followed by a disarm before the next one.
+func (w *watchdog) arm(deadline time.Time, f func()) {
+	w.mu.Lock()
+	w.f = f
+	w.mu.Unlock()
+	if w.timer == nil {
+		w.fired = make(chan struct{}, 1)
+		w.timer = time.AfterFunc(time.Until(deadline), w.fire)
+		return
 	}
+	w.timer.Reset(time.Until(deadline))
+}
+
+func (w *watchdog) fire() {
+	w.mu.Lock()
+	f := w.f
+	w.mu.Unlock()
+	f()
+	w.fired <- struct{}{}
+}
+
+// disarm keeps the armed function from being called, or waits for it to
+// return if it has begun, and reports whether it ran.
+func (w *watchdog) disarm() (ran bool) {
+	if w.timer.Stop() {
+		return false
+	}
+	<-w.fired
+	return true
 }
 
 // campaign calls the elector under recover.
 func (d *decorated) campaign(ctx context.Context, r *run) (t elector.Term, err error) {
-	r.step("Campaign of the elector")
+	r.step(stepCampaign)
 	err = protect("Campaign", func() (err error) {
 		t, err = d.elector.Campaign(ctx)
 		return err
@@ -204,7 +231,7 @@ func (d *decorated) campaign(ctx context.Context, r *run) (t elector.Term, err e
 // resign resigns term with the values of parent, not its cancellation, and
 // the stop timeout, reporting an error or panic to logCtx.
 func (d *decorated) resign(logCtx context.Context, r *run, term elector.Term, parent context.Context) {
-	r.step("Resign of the term")
+	r.step(stepResign)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), d.stopTimeout)
 	defer cancel()
 	if err := protect("Resign", func() error { return term.Resign(ctx) }); err != nil {
@@ -215,7 +242,7 @@ func (d *decorated) resign(logCtx context.Context, r *run, term elector.Term, pa
 // abandon ends term without freeing its lease, which runs out in the store,
 // reporting a panic to logCtx.
 func (d *decorated) abandon(logCtx context.Context, r *run, term elector.Term) {
-	r.step("Abandon of the term")
+	r.step(stepAbandon)
 	if err := protect("Abandon", func() error { term.Abandon(); return nil }); err != nil {
 		d.report(logCtx, r, fmt.Errorf("decorator: abandon %s: %w", d.jobName, err))
 	}
@@ -230,7 +257,7 @@ func (d *decorated) jobContext(parent context.Context, term elector.Term) contex
 // callStart runs the inner Start, turning a panic into a *PanicError, and
 // reports it (EventJobStart).
 func (d *decorated) callStart(ctx context.Context, r *run, term elector.Term) error {
-	r.step("inner Start")
+	r.step(stepStart)
 	begin := time.Now()
 	err := protect("Start", func() error { return d.inner.Start(ctx) })
 	d.observeCall(elector.EventJobStart, term, begin, err)
@@ -240,7 +267,7 @@ func (d *decorated) callStart(ctx context.Context, r *run, term elector.Term) er
 // callStop runs the inner Stop, turning a panic into a *PanicError, and
 // reports it (EventJobStop).
 func (d *decorated) callStop(ctx context.Context, r *run, term elector.Term) error {
-	r.step("inner Stop")
+	r.step(stepStop)
 	begin := time.Now()
 	err := protect("Stop", func() error { return d.inner.Stop(ctx) })
 	d.observeCall(elector.EventJobStop, term, begin, err)

@@ -1,7 +1,6 @@
 package decorator_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 )
 
 const leaseName = "job"
@@ -29,7 +29,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // countingStore wraps a MemoryStore, counts calls, records releases in an
 // event log, can fail Renew or TryAcquire on demand, and forwards
-// WatchRelease so that waiting candidates wake at once.
+// Notify and GetMany so that waiting candidates wake at once.
 type countingStore struct {
 	elector.Store
 	mem *elector.MemoryStore
@@ -318,23 +318,8 @@ func (e *fakeElector) allTerms() []*fakeTerm {
 	return append([]*fakeTerm(nil), e.terms...)
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a buffer safe for a logger on another goroutine.
+type syncBuffer = logbuf.Buffer
 
 // ourGoroutines counts the gate goroutines of decorated jobs and the
 // goroutines of the Stores' renewal schedules (the schedule's loop and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
@@ -76,7 +77,7 @@ func (d *decorated) elected(ctx context.Context, r *run, t elector.Term) {
 	}
 	d.logElected(ctx, t)
 	for _, f := range d.hooks.elected {
-		d.callHook(ctx, r, "OnElected", func() { f(ctx, t) })
+		d.callHook(ctx, r, stepOnElected, func() { f(ctx, t) })
 	}
 }
 
@@ -95,7 +96,7 @@ func (d *decorated) demoted(ctx context.Context, r *run, t elector.Term, cause e
 	d.status.setTerm(nil)
 	d.logDemoted(ctx, t, since, cause, kind)
 	for _, f := range d.hooks.demoted {
-		d.callHook(ctx, r, "OnDemoted", func() { f(ctx, t, cause) })
+		d.callHook(ctx, r, stepOnDemoted, func() { f(ctx, t, cause) })
 	}
 }
 
@@ -109,13 +110,14 @@ func (d *decorated) report(ctx context.Context, r *run, err error) {
 		return
 	}
 	for _, f := range d.hooks.errors {
-		d.callHook(ctx, r, "OnError", func() { f(ctx, err) })
+		d.callHook(ctx, r, stepOnError, func() { f(ctx, err) })
 	}
 }
 
 // callHook runs f and logs a panic instead of letting it escape.
-func (d *decorated) callHook(ctx context.Context, r *run, name string, f func()) {
-	r.step(name + " hook")
+func (d *decorated) callHook(ctx context.Context, r *run, hook step, f func()) {
+	r.step(hook)
+	name := strings.TrimSuffix(hook.String(), " hook")
 	var pe *PanicError
 	if errors.As(protect(name, func() error { f(); return nil }), &pe) {
 		d.log.LogAttrs(ctx, slog.LevelError, "leader job hook panicked", append(d.logAttrs(ctx, nil),

@@ -149,3 +149,72 @@ func TestFailedStartReportedAfterRelease(t *testing.T) {
 		require.NoError(t, d.Stop(ctx))
 	})
 }
+
+// TestWatchdogFiresInALaterTerm: the start and stop watchdogs of one run
+// share one timer, reset for each term. After a term whose start and stop
+// returned in time (armed and disarmed twice), the next term of the same
+// run still ends at its start timeout when its OnElected hangs, and after
+// that firing, the stop of the term after it still ends at the stop timeout
+// when its inner Stop hangs.
+func TestWatchdogFiresInALaterTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := newCountingStore()
+		hook, stop := newBlocker(), newBlocker()
+		h := &hookLog{}
+		job := &fakeJob{}
+		job.stopFn = func(context.Context) error {
+			if job.stops.Load() == 2 {
+				stop.wait() // ignores its ctx
+			}
+			return nil
+		}
+		d := decorator.Decorate[decorator.Job](job, newElector(t, store, "a"),
+			decorator.WithStartTimeout(5*time.Second),
+			decorator.WithStopTimeout(4*time.Second),
+			decorator.WithHooks(h.hooks()),
+			decorator.WithHooks(decorator.Hooks{
+				OnElected: func(_ context.Context, t elector.Term) {
+					if t.Token() == 2 {
+						hook.wait()
+					}
+				},
+				OnDemoted: func(context.Context, elector.Term, error) { store.failRenew.Store(nil) },
+			}))
+		stopAtEnd(t, hook, d)
+		t.Cleanup(stop.open)
+		require.NoError(t, d.Start(ctx))
+		synctest.Wait()
+		store.failRenew.Store(&errStoreDown) // term 1 ends on its own; its job stops in time
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		require.Equal(t, []string{"elected 1", "demoted 1", "elected 2"}, h.ev.all())
+		require.Empty(t, h.getErrs(), "no watchdog fired in term 1")
+
+		time.Sleep(5 * time.Second) // term 2's start timeout
+		synctest.Wait()
+		errs := h.getErrs()
+		require.Len(t, errs, 1)
+		require.EqualError(t, errs[0], "decorator: OnElected hook of *decorator_test.fakeJob did not return within 5s")
+		_, err := store.Get(ctx, leaseName)
+		require.ErrorIs(t, err, elector.ErrNoLease, "term 2 is resigned at its start timeout")
+		hook.open()
+		synctest.Wait()
+		require.Equal(t, []string{"elected 1", "demoted 1", "elected 2", "error", "demoted 2", "elected 3"}, h.ev.all())
+		require.EqualValues(t, 2, job.starts.Load(), "started for terms 1 and 3, not 2")
+
+		begin := time.Now()
+		require.ErrorContains(t, d.Stop(ctx), "inner Stop has not returned after 4s")
+		require.Equal(t, 4*time.Second, time.Since(begin))
+		synctest.Wait() // the watchdog fires at the same instant
+		errs = h.getErrs()
+		require.Len(t, errs, 2)
+		require.EqualError(t, errs[1], "decorator: inner Stop of *decorator_test.fakeJob has not returned after 4s; its lease is left to run out")
+		l, err := store.Get(ctx, leaseName)
+		require.NoError(t, err, "term 3 is abandoned, not released")
+		require.EqualValues(t, 3, l.Token)
+		stop.open()
+		synctest.Wait()
+		require.EqualValues(t, 2, store.releases.Load(), "terms 1 (expired, stopped in time) and 2 only")
+	})
+}

@@ -391,3 +391,42 @@ func TestWatchDeliversFreeStates(t *testing.T) {
 		require.NoError(t, tb.Resign(t.Context()))
 	})
 }
+
+// stuckReads is a memory store without Notifier whose first GetMany hangs
+// until its context ends.
+type stuckReads struct {
+	elector.Store
+	mem   *elector.MemoryStore
+	reads atomic.Int64
+}
+
+func (s *stuckReads) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	if s.reads.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.mem.GetMany(ctx, names)
+}
+
+// TestStuckReadDelaysTheWatchOneRetryInterval: a read that hangs is given
+// up after the RetryInterval, so the next poll finds a release.
+func TestStuckReadDelaysTheWatchOneRetryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		cfg := elector.Config{TTL: time.Minute, RetryInterval: 2 * time.Second, Holder: "a"}
+		ea, err := elector.New(mem, "job", cfg)
+		require.NoError(t, err)
+		ta := campaign(t, ea)
+		cfg.Holder = "b"
+		eb, err := elector.New(&stuckReads{Store: mem, mem: mem}, "job", cfg)
+		require.NoError(t, err)
+		won, stop := rollbacktest.CampaignAsync(t, eb)
+		defer stop()
+		start := time.Now()
+		time.Sleep(time.Millisecond)
+		require.NoError(t, ta.Resign(t.Context())) // during the stuck read
+		tb := <-won
+		assert.LessOrEqual(t, time.Since(start), 2*cfg.RetryInterval, "the stuck read given up after RetryInterval, then one poll")
+		require.NoError(t, tb.Resign(t.Context()))
+	})
+}

@@ -20,7 +20,7 @@ import (
 )
 
 // countingStore counts calls and can fail renewals. Embedding elector.Store
-// hides the memory store's ReleaseWatcher, as any such wrapper does.
+// hides the memory store's Notifier and BulkReader, as any such wrapper does.
 type countingStore struct {
 	elector.Store
 	acquires, renews, releases atomic.Int64
@@ -268,7 +268,7 @@ func TestResignFreesAtOnceAndIsIdempotent(t *testing.T) {
 
 func TestReleaseWakesWaitingCandidate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := elector.NewMemoryStore() // implements ReleaseWatcher
+		s := elector.NewMemoryStore() // a Notifier
 		slow := fast
 		slow.RetryInterval = time.Minute
 		a := newElector(t, s, "a", slow)

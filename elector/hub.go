@@ -145,8 +145,10 @@ func (h *hub) loop() {
 	}
 }
 
-// plan returns the names to read now and the deadline of the read, or how
-// long to wait for the next poll; false once there are no subscribers.
+// plan returns the names to read now and the deadline of each store call
+// (the least RetryInterval and trust window of the subscribers: a read that
+// takes longer is stuck, and the next poll tries again), or how long to
+// wait for the next poll; false once there are no subscribers.
 func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Duration, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -160,8 +162,8 @@ func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Durati
 			if every == 0 || sub.every < every {
 				every = sub.every
 			}
-			if bound == 0 || sub.bound < bound {
-				bound = sub.bound
+			if b := min(sub.every, sub.bound); bound == 0 || b < bound {
+				bound = b
 			}
 		}
 	}
@@ -183,13 +185,14 @@ func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Durati
 	return names, bound, nextPoll.Sub(now), true
 }
 
-// read reads names and delivers their states.
+// read reads names and delivers their states. Each store call is bounded
+// by bound.
 func (h *hub) read(names []string, bound time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
 	if h.bulk == nil {
 		for _, name := range names {
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
 			l, err := h.rt.store.Get(ctx, name)
+			cancel()
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrNoLease):
@@ -206,7 +209,9 @@ func (h *hub) read(names []string, bound time.Duration) {
 	for len(names) > 0 {
 		chunk := names[:min(len(names), maxBatch)]
 		names = names[len(chunk):]
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		got, err := h.bulk.GetMany(ctx, chunk)
+		cancel()
 		if err != nil || len(got) != len(chunk) {
 			continue // the next poll reads them again
 		}

@@ -20,8 +20,8 @@ var rollbackTimings = elector.Config{TTL: 3 * time.Second, RenewInterval: time.S
 // goes back a few versions while its holder lives (a failover to a standby
 // that lagged) climbs back through the version a candidate watched; the
 // candidate must not take the lease when a renewal writes that version
-// again. The memory store's versions repeat after a Restore: only the
-// elector's watch keeps one leader here.
+// again (a store that floors its versions, as the memory store does, never
+// writes it again, but the candidate must not count on it).
 func TestRolledBackVersionMakesNoSecondLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := elector.NewMemoryStore()

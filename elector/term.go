@@ -54,10 +54,12 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 		token:      l.Token,
 		name:       l.Name,
 	}
-	t.mu.Lock()
-	t.expiry = time.AfterFunc(clock.Until(t.trustUntil), t.expire)
-	t.mu.Unlock()
+	t.expiry = time.AfterFunc(time.Hour, t.expire)
+	t.expiry.Stop()
+	// Armed once the Store's resume watch has read clock.Suspended: a
+	// suspend from then on shows as a change.
 	t.rt.sched.add(t, acquireStart.Add(t.renewEvery))
+	t.expire()
 	return t
 }
 

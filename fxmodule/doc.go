@@ -31,6 +31,15 @@
 // empty path or DSN (an unset environment variable) is an error, never the
 // default file: replicas on two stores would each lead.
 //
+// # Logging
+//
+// Every line the library writes in the app goes to one logger, the app's
+// (see Config.Logger). Messages carry no time of their own: a record's time
+// is the handler's, so a JSON handler shows each handoff to the nanosecond.
+// fx's own lines go where fx.WithLogger sends them. The SQLite store's few
+// lines of its own (the file it opened, a file replaced) go to
+// [slog.Default]: sqlitelease takes no logger.
+//
 // # Status, health and metrics
 //
 // Module provides a *[Registry] of the app's LeaderJobs: which jobs this
@@ -55,7 +64,11 @@
 // would lead). A LeaderJob
 // without Module is an error that starts with the fix ("add
 // fxmodule.Module(...) to the app"), and one whose J nothing provides says
-// "provide the job" and names J.
+// "provide the job" and names J. A store that cannot be opened is an error
+// from fx.New that is the store's alone, not fx's chain of constructors, and
+// starts with the fix where it is known: `fxmodule.Postgres: database "app"
+// does not exist on db:5432; create it, ...`, or the form a malformed DSN
+// should take.
 //
 // # Starting with the store down
 //

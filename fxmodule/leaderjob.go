@@ -86,9 +86,9 @@ func LeaderJob[J decorator.Job](name string, opts ...decorator.Option) fx.Option
 		// Build the job even if nothing else asks for it. Asked for as
 		// optional, a J that nothing provides reaches decorate, which says
 		// what to do.
-		return fx.Options(checks, fx.Decorate(decorate), fx.Invoke(func(jobParams[J]) {}))
+		return fx.Options(checks, fx.Decorate(decorate), fx.Invoke(storeOpened), fx.Invoke(func(jobParams[J]) {}))
 	}
-	return fx.Options(checks, fx.Invoke(func(p jobParams[J], g graphParams) error {
+	return fx.Options(checks, fx.Invoke(storeOpened), fx.Invoke(func(p jobParams[J], g graphParams) error {
 		if err := claim.present(!isNil(p.Job)); err != nil {
 			return err
 		}
@@ -112,6 +112,7 @@ type graphParams struct {
 	Lifecycle fx.Lifecycle
 	Registry  *Registry
 	Observer  elector.Observer `optional:"true"`
+	Logger    *moduleLogger    `optional:"true"`
 }
 
 // startStop decorates j as a D under the lease name, with the graph's
@@ -121,6 +122,10 @@ func startStop[D decorator.Job](g graphParams, j D, name string, opts []decorato
 	cfg := g.Config
 	if cfg.Observer == nil {
 		cfg.Observer = g.Observer
+	}
+	if g.Logger != nil {
+		// First, so that a decorator.WithLogger among opts wins.
+		opts = append([]decorator.Option{decorator.WithLogger(g.Logger.l)}, opts...)
 	}
 	d, err := NewLeaderJob(j, g.Store, name, cfg, opts...)
 	if err != nil {

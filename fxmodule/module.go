@@ -2,6 +2,7 @@ package fxmodule
 
 import (
 	"fmt"
+	"log/slog"
 
 	"go.uber.org/fx"
 
@@ -25,6 +26,12 @@ type Config struct {
 	// leases differ), and a restarted replica that keeps it waits for its
 	// old leases to expire. Empty, each elector gets a unique default.
 	Elector elector.Config
+	// Logger receives every line the library writes in the app: the store
+	// Module opened, each LeaderJob's elections, demotions and errors
+	// ([decorator.WithLogger], unless a LeaderJob's options set another),
+	// and the PostgreSQL store's listener. Nil takes the graph's
+	// *slog.Logger if one is provided, else [slog.Default].
+	Logger *slog.Logger
 }
 
 // moduleMark is in the graph when [Module] is: LeaderJob asks for it to
@@ -36,7 +43,7 @@ type moduleMark struct{}
 //   - elector.Config: cfg.Elector, as given (zero fields take their
 //     defaults in each elector);
 //   - the lease store that cfg.Store selects, opened when something first
-//     asks for it, logged at Info ([slog.Default]) with where it is and
+//     asks for it, logged at Info (see Config.Logger) with where it is and
 //     whether it is the default, and closed by an OnStop hook, after the
 //     OnStop hooks of everything constructed later (such as the jobs): a
 //     *sqlitelease.Store (see [NewSQLiteStore]; in Kubernetes, the
@@ -65,6 +72,7 @@ func Module(cfg Config) fx.Option {
 		fx.Supply(cfg.Elector, &moduleMark{}),
 		fx.Supply(fx.Private, cfg.Store),
 		fx.Provide(newRegistry),
+		provideLogger(cfg.Logger),
 		cfg.Store.provide(),
 	)
 }

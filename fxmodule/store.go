@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/fx"
 
 	"github.com/leaderaware/leaderaware/elector"
@@ -68,54 +68,80 @@ func (s StoreConfig) validate() error {
 	return nil
 }
 
-// provide provides the store s selects, as its own type and as the
+// provide provides the store s selects: once, when something first asks
+// for it, as an *opened, and from that as its own type and as the
 // elector.Store.
 func (s StoreConfig) provide() fx.Option {
 	if s.kind == postgresStore {
-		return fx.Provide(openPostgres, postgresAsElectorStore)
+		return fx.Provide(openPostgres, concrete[*pglease.Store], electorStore)
 	}
-	return fx.Provide(openSQLite, sqliteAsElectorStore)
+	return fx.Provide(openSQLite, concrete[*sqlitelease.Store], electorStore)
 }
 
+// opened is the store Module opened, or why it could not. Its constructors
+// never fail, so that each LeaderJob returns the error from an fx.Invoke of
+// its own (see [storeOpened]), which fx reports as it is, rather than at the
+// end of the chain of constructors that asked for the store.
+type opened struct {
+	store elector.Store
+	err   error
+}
+
+// storeOpened returns why Module's store could not be opened, if it could
+// not, or nil: with [WithStore], Module's store is not opened.
+func storeOpened(p struct {
+	fx.In
+	Opened *opened `optional:"true"`
+}) error {
+	if p.Opened == nil {
+		return nil
+	}
+	return p.Opened.err
+}
+
+// concrete provides the store Module opened as its own type S.
+func concrete[S elector.Store](o *opened) (S, error) {
+	if o.err != nil {
+		var zero S
+		return zero, o.err
+	}
+	return o.store.(S), nil
+}
+
+// electorStore provides the store Module opened as the elector.Store. It is
+// a named function rather than fx.As so that [WithStore] can replace
+// elector.Store without the store being opened.
+func electorStore(o *opened) (elector.Store, error) { return o.store, o.err }
+
 // openSQLite opens the SQLite store that s selects, for Module.
-func openSQLite(lc fx.Lifecycle, s StoreConfig) (*sqlitelease.Store, error) {
+func openSQLite(lc fx.Lifecycle, s StoreConfig, log *moduleLogger) *opened {
 	path := s.path
 	if s.kind == defaultStore {
 		path = DefaultSQLitePath
 	}
 	st, err := NewSQLiteStore(lc, path)
 	if err != nil {
-		return nil, err
+		return &opened{err: err}
 	}
 	attrs := []any{"store", "sqlite", "path", resolve(path)}
 	if s.kind == defaultStore {
 		attrs = append(attrs, "default", "Config.Store is unset")
 	}
-	logOpened(attrs...)
-	return st, nil
+	log.opened(attrs...)
+	return &opened{store: st}
 }
 
-// openPostgres opens the PostgreSQL store that s selects, for Module.
-func openPostgres(lc fx.Lifecycle, s StoreConfig) (*pglease.Store, error) {
-	st, err := NewPostgresStore(lc, s.dsn, s.pgOpts...)
+// openPostgres opens the PostgreSQL store that s selects, for Module, with
+// Module's logger unless s's options set one.
+func openPostgres(lc fx.Lifecycle, s StoreConfig, log *moduleLogger) *opened {
+	st, err := NewPostgresStore(lc, s.dsn, append([]pglease.Option{pglease.WithLogger(log.l)}, s.pgOpts...)...)
 	if err != nil {
-		return nil, err
+		return &opened{err: err}
 	}
 	c := st.Pool().Config().ConnConfig
-	logOpened("store", "postgres", "host", c.Host, "port", c.Port, "database", c.Database, "user", c.User, "table", st.Table())
-	return st, nil
+	log.opened("store", "postgres", "host", c.Host, "port", c.Port, "database", c.Database, "user", c.User, "table", st.Table())
+	return &opened{store: st}
 }
-
-// logOpened logs the store that Module opened: the one place where Module
-// logs.
-func logOpened(attrs ...any) { slog.Info("fxmodule: opened the lease store", attrs...) }
-
-// sqliteAsElectorStore and postgresAsElectorStore provide the store as the
-// elector.Store. They are named functions rather than fx.As so that
-// [WithStore] can replace elector.Store without the store being opened.
-func sqliteAsElectorStore(s *sqlitelease.Store) elector.Store { return s }
-
-func postgresAsElectorStore(s *pglease.Store) elector.Store { return s }
 
 // NewSQLiteStore opens the SQLite lease file at path and, if lc is not nil,
 // appends an OnStop hook that closes it. Errors name the path. In
@@ -170,11 +196,38 @@ func NewPostgresStore(lc fx.Lifecycle, dsn string, opts ...pglease.Option) (*pgl
 	defer cancel()
 	s, err := pglease.Open(ctx, dsn, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("fxmodule: lease store: %w", err)
+		return nil, postgresError(dsn, err)
 	}
 	appendClose(lc, s.Close)
 	return s, nil
 }
+
+// postgresError returns err, from opening the store on dsn, as an error
+// that starts with what is wrong and the fix, in a few words, where it can
+// tell them: a DSN that cannot be parsed, a database that does not exist.
+// It unwraps to err, and never shows the password.
+func postgresError(dsn string, err error) error {
+	cfg, perr := pgconn.ParseConfig(dsn)
+	if perr != nil {
+		return &openError{fmt.Sprintf("fxmodule.Postgres: the DSN cannot be parsed; give it as postgres://user@host:5432/db (%v)", err), err}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
+		return &openError{fmt.Sprintf("fxmodule.Postgres: database %q does not exist on %s:%d; create it, or name an existing one in the DSN (postgres://user@host:5432/db)",
+			cfg.Database, cfg.Host, cfg.Port), err}
+	}
+	return fmt.Errorf("fxmodule: lease store: %w", err)
+}
+
+// openError is an error whose text says what is wrong and what to do, and
+// that unwraps to the store's own error.
+type openError struct {
+	msg string
+	err error
+}
+
+func (e *openError) Error() string { return e.msg }
+func (e *openError) Unwrap() error { return e.err }
 
 // appendClose appends an OnStop hook that calls closeStore, if lc is not
 // nil.
@@ -203,5 +256,5 @@ func WithStore(s elector.Store) fx.Option {
 	if s == nil || (reflect.ValueOf(s).Kind() == reflect.Pointer && reflect.ValueOf(s).IsNil()) {
 		return fx.Error(errors.New("fxmodule.WithStore: the store is nil"))
 	}
-	return fx.Replace(fx.Annotate(s, fx.As(new(elector.Store))))
+	return fx.Replace(fx.Annotate(s, fx.As(new(elector.Store))), &opened{store: s})
 }

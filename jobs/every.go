@@ -24,7 +24,7 @@ import (
 //     missed periods are skipped, not queued (like [time.Ticker]).
 //   - Start, Stop and Start again work any number of times; Start and Stop
 //     are safe for concurrent use.
-//   - Panics in the function are recovered and reported as *[PanicError].
+//   - Panics in the function are recovered and reported as *[decorator.PanicError].
 type EveryJob struct {
 	interval time.Duration
 	fn       func(context.Context) error
@@ -117,7 +117,7 @@ func (j *EveryJob) run(ctx context.Context) {
 		rctx, cancel = context.WithTimeout(ctx, j.cfg.runTimeout)
 		defer cancel()
 	}
-	if err := call(rctx, j.fn); err != nil && !stopped(ctx, err) {
+	if err := call(rctx, j.cfg.name, j.fn); err != nil && !stopped(ctx, err) {
 		j.cfg.report(ctx, err)
 	}
 }

@@ -21,9 +21,9 @@ import (
 //   - Stop cancels fn's context and waits for fn to return; if ctx ends
 //     first, Stop returns an error wrapping ctx's, and a later Stop or Start
 //     waits for fn again.
-//   - Stop returns fn's error, or a *[PanicError] if fn panicked, but not an
-//     error that only says that Stop ended fn's context; so does every Stop
-//     until the next Start. With [WithErrorHandler], the handler gets the
+//   - Stop returns fn's error, or a *[decorator.PanicError] (Method: the
+//     job's name) if fn panicked, but not an error that only says that Stop
+//     ended fn's context; so does every Stop until the next Start. With [WithErrorHandler], the handler gets the
 //     error as soon as fn returns instead, and Stop returns nil.
 //   - Start on a started job, even one whose fn has returned, returns an
 //     error wrapping [ErrAlreadyStarted]. Start, Stop and Start again work
@@ -63,7 +63,7 @@ func (j *runJob) Name() string { return j.cfg.name }
 // run calls fn once and returns its error, unless the error only says that
 // the job was stopped or it went to the error handler.
 func (j *runJob) run(ctx context.Context) error {
-	err := call(ctx, j.fn)
+	err := call(ctx, j.cfg.name, j.fn)
 	if err == nil || stopped(ctx, err) {
 		return nil
 	}
@@ -142,11 +142,12 @@ func (g *lifecycle) stop(ctx context.Context, cfg *config) error {
 	}
 }
 
-// call calls fn, turning a panic into a *PanicError.
-func call(ctx context.Context, fn func(context.Context) error) (err error) {
+// call calls fn, turning a panic into a *decorator.PanicError of the job
+// name.
+func call(ctx context.Context, name string, fn func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
+			err = &decorator.PanicError{Method: name, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return fn(ctx)
@@ -155,7 +156,7 @@ func call(ctx context.Context, fn func(context.Context) error) (err error) {
 // stopped reports whether err only says that ctx, the job's run context,
 // ended because the job was stopped.
 func stopped(ctx context.Context, err error) bool {
-	var pe *PanicError
+	var pe *decorator.PanicError
 	return ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.As(err, &pe)
 }
 

@@ -9,8 +9,8 @@
 // The store is -store sqlite (the file -db) or -store pg (the DSN -dsn, the
 // lease table in -schema, connections named -app in pg_stat_activity).
 // With -poll the store is wrapped so that the electors see only
-// elector.Store: its LeaseWatcher and ReleaseWatcher are hidden, and a
-// waiting elector reads its lease itself every jittered RetryInterval.
+// elector.Store: its optional interfaces are hidden, and the elector's watch
+// reads each lease with its own Get every jittered RetryInterval.
 //
 // Each line the process reads on stdin asks for its status, which it
 // answers with one JSON line on stdout (see status). SIGTERM, or the end of
@@ -83,7 +83,7 @@ func run() error {
 		app       = flag.String("app", pglease.DefaultApplicationName, "application_name of the store's connections (-store pg)")
 		leases    = flag.Int("leases", 1000, "number of leases, each with its own elector")
 		holder    = flag.String("holder", "", "holder name of every elector (default: the elector's default)")
-		poll      = flag.Bool("poll", false, "hide the store's LeaseWatcher and ReleaseWatcher")
+		poll      = flag.Bool("poll", false, "hide the store's optional interfaces (BulkReader, Notifier, BatchRenewer)")
 		profile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	flag.Parse()
@@ -261,5 +261,5 @@ func (o *observer) Observe(ev elector.Event) {
 }
 
 // pollOnly shows the electors only the elector.Store methods of a store,
-// hiding its optional interfaces (LeaseWatcher, ReleaseWatcher).
+// hiding its optional interfaces (BulkReader, Notifier, BatchRenewer).
 type pollOnly struct{ elector.Store }

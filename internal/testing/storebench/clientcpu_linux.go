@@ -42,7 +42,7 @@ func ClientCPU(b *testing.B, leader, follower WatchStore, serverCPU func() time.
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				e, err := elector.New(withLeaseWatcher(lc, leader), fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "leader"})
+				e, err := elector.New(lc.store(), fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "leader"})
 				if err == nil {
 					terms[i], err = e.Campaign(ctx)
 				}
@@ -58,7 +58,7 @@ func ClientCPU(b *testing.B, leader, follower WatchStore, serverCPU func() time.
 		}
 		var tookOver atomic.Int64
 		for i := range terms {
-			e, err := elector.New(withLeaseWatcher(fc, follower), fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "follower"})
+			e, err := elector.New(fc.store(), fmt.Sprintf("cpu-%d-%d", run, i), elector.Config{Holder: "follower"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -114,13 +114,26 @@ func processCPU(b *testing.B) time.Duration {
 }
 
 // opCounter counts the renewals and acquires made through a store; give
-// it to electors through withLeaseWatcher.
+// it to electors as store returns it.
 type opCounter struct {
 	WatchStore
 	renews, acquires atomic.Int64
 }
 
 func (c *opCounter) reset() { c.renews.Store(0); c.acquires.Store(0) }
+
+// store returns c as the elector should see it: with the inner store's
+// optional interfaces, its batched renewals counted too.
+func (c *opCounter) store() elector.Store {
+	w := withWatch(c, c.WatchStore)
+	if b, ok := c.WatchStore.(elector.BatchRenewer); ok {
+		return struct {
+			watching
+			elector.BatchRenewer
+		}{w, batchCounter{c, b}}
+	}
+	return w
+}
 
 func (c *opCounter) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	c.acquires.Add(1)
@@ -130,4 +143,15 @@ func (c *opCounter) TryAcquire(ctx context.Context, name, holder string, ttl tim
 func (c *opCounter) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
 	c.renews.Add(1)
 	return c.WatchStore.Renew(ctx, l, ttl)
+}
+
+// batchCounter counts the terms of each RenewMany as renewals.
+type batchCounter struct {
+	c *opCounter
+	b elector.BatchRenewer
+}
+
+func (b batchCounter) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
+	b.c.renews.Add(int64(len(terms)))
+	return b.b.RenewMany(ctx, terms)
 }

@@ -239,10 +239,7 @@ func (c *crashable) crash() (lastWrite, at time.Time) {
 	return c.lastWrite, time.Now()
 }
 
-// heldProbe signals when a TryAcquire finds the lease held. Embedding
-// WatchStore keeps WatchRelease visible to the elector; store also passes
-// on the inner store's LeaseWatcher, if it has one, which the elector then
-// uses instead.
+// heldProbe signals when a TryAcquire finds the lease held.
 type heldProbe struct {
 	WatchStore
 	held chan struct{}
@@ -250,7 +247,7 @@ type heldProbe struct {
 
 // store returns p as the elector should see it: with the inner store's
 // optional interfaces.
-func (p *heldProbe) store() elector.Store { return withLeaseWatcher(p, p.WatchStore) }
+func (p *heldProbe) store() elector.Store { return withWatch(p, p.WatchStore) }
 
 func (p *heldProbe) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	l, err := p.WatchStore.TryAcquire(ctx, name, holder, ttl, observed)

@@ -13,7 +13,7 @@
 //     holder's TTL (and its own), by its own clock, it passes that lease
 //     as observed, and takes it over;
 //   - a lease it holds: Renew (ErrLeaseLost if another worker took it over
-//     meanwhile), a short fenced write (Store.Fenced of a bare lease, leaseterm with one INSERT
+//     meanwhile), a short fenced write (Store.Fenced for the bare lease, via leaseterm, with one INSERT
 //     into the table contender_writes), now and then Release, and rarely
 //     abandon it (as a crashed or paused leader would: no release, no
 //     renewal);

@@ -68,7 +68,8 @@ func main() {
 
 // writeFunc writes one row for the lease l inside a fenced transaction:
 // with the store's Fenced (the term that ctx carries), or, if zombie, with
-// Fenced of the bare lease l (leaseterm), which asks the database even after the term has ended.
+// Fenced for the bare lease l (via leaseterm), which asks the database
+// even after the term has ended.
 type writeFunc func(ctx context.Context, l elector.Lease, n int64, zombie bool) error
 
 func run() error {

@@ -100,8 +100,9 @@ const marksSQL = `SELECT
 
 // closeRetests are the delays after a process closed the liveness file at
 // which wake pushes again: the kernel reports the close a moment before it
-// drops the locks of the closing descriptor.
-var closeRetests = []time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond}
+// drops the locks of the closing descriptor, later still if the dying
+// process is descheduled in between.
+var closeRetests = []time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond, 64 * time.Millisecond, 256 * time.Millisecond}
 
 // wake starts the wake source and returns its loop, run while anyone is
 // notified: it pushes "read everything again" on each event of the

@@ -63,6 +63,9 @@ func (j *Job) Start(ctx context.Context) error { return j.every.Start(ctx) }
 // pass stops between batches. See jobs.EveryJob.Stop.
 func (j *Job) Stop(ctx context.Context) error { return j.every.Stop(ctx) }
 
+// LastRun reports the last pass, for the status page. See jobs.EveryJob.LastRun.
+func (j *Job) LastRun() jobs.RunReport { return j.every.LastRun() }
+
 // run is one periodic pass, reported to Config.OnPass if it succeeds.
 func (j *Job) run(ctx context.Context) error {
 	n, err := j.ExpireDue(ctx)

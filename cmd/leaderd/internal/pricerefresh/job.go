@@ -83,6 +83,9 @@ func (j *Job) Start(ctx context.Context) error { return j.every.Start(ctx) }
 // ctx. See jobs.EveryJob.Stop.
 func (j *Job) Stop(ctx context.Context) error { return j.every.Stop(ctx) }
 
+// LastRun reports the last pass, for the status page. See jobs.EveryJob.LastRun.
+func (j *Job) LastRun() jobs.RunReport { return j.every.LastRun() }
+
 // pass is one periodic refresh, reported to Config.OnPass if it succeeds.
 func (j *Job) pass(ctx context.Context) error {
 	prices, err := j.refresh(ctx)

@@ -86,6 +86,9 @@ func (w *Worker) Start(ctx context.Context) error { return w.every.Start(ctx) }
 // jobs.EveryJob.Stop.
 func (w *Worker) Stop(ctx context.Context) error { return w.every.Stop(ctx) }
 
+// LastRun reports the last pass, for the status page. See jobs.EveryJob.LastRun.
+func (w *Worker) LastRun() jobs.RunReport { return w.every.LastRun() }
+
 // run is one periodic pass, reported to Config.OnPass if it succeeds.
 func (w *Worker) run(ctx context.Context) error {
 	n, err := w.Deliver(ctx)

@@ -140,7 +140,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			e.forget()
 			e.observe(Event{Kind: EventCampaign, Token: l.Token, Result: ResultOK, Trust: trustedUntil(start, e.cfg.TTL).Sub(end)})
 			term := startTerm(e, l, start)
-			tell(e, l)
+			term.rt.tell(l)
 			return term, nil
 		case err == nil:
 			// The acquire took so long that its trust window has closed:

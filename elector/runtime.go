@@ -71,8 +71,13 @@ func tell(e *LeaseElector, l Lease) {
 	rt := runtimes.m[runtimeKey(e)]
 	runtimes.mu.Unlock()
 	if rt != nil {
-		rt.hub.changed(Change{Name: l.Name, State: l, Known: true})
+		rt.tell(l)
 	}
+}
+
+// tell is tell for a runtime the caller uses.
+func (rt *storeRuntime) tell(l Lease) {
+	rt.hub.changed(Change{Name: l.Name, State: l, Known: true})
 }
 
 // leave ends one use of rt. The last drops rt and waits for its goroutines,

@@ -17,13 +17,19 @@ import (
 // subscribers, jittered), with one GetMany per maxBatch names when the Store
 // is a BulkReader and one Get each otherwise, and reads a name at once when
 // it is newly subscribed or the Store's Notifier asks. A Notifier's known
-// states are delivered as they come. Each subscriber gets the latest state
+// states are delivered as they come, and so is the free state of a term
+// resigned through the same Store (see tell), which a Store without a
+// Notifier would otherwise show only at the next poll. Each subscriber gets the latest state
 // only, by one rule: a held state older, by (Token, Version), than a held
 // state already delivered for that name is dropped (a late read); a free
 // state is always delivered (a stale one costs one TryAcquire, a
 // compare-and-set), and the state a candidate's compare-and-set was
 // answered with counts as the newest, whatever its order. A subscriber is
-// not handed the state it already watches again.
+// not handed the state it already watches again. A leader watch
+// (LeaseElector.WatchLeader) subscribes too, for as long as it runs, the
+// term of its own elector included: the loop calls it, between reads, with
+// each change of holder or token, and a term acquired or resigned through
+// the Store is told to the hub at once (see tell).
 type hub struct {
 	rt       *storeRuntime
 	bulk     BulkReader // the Store's, or nil
@@ -35,12 +41,21 @@ type hub struct {
 	looping bool
 	pending map[string]struct{} // names to read at once
 	all     bool                // read every name at once
+	reads   uint64              // reads planned so far
+	reports []report            // leader changes for the loop to report
+}
+
+// report is a leader change for a leader watch (see subscription.report).
+type report struct {
+	sub *subscription
+	l   Lease
 }
 
 // watchedName is the subscribers of one lease name.
 type watchedName struct {
-	subs   map[*subscription]struct{}
-	newest Lease // the newest held state delivered
+	subs    map[*subscription]struct{}
+	newest  Lease  // the newest held state delivered
+	knownAt uint64 // hub.reads at the last Known change
 }
 
 // subscription is one waiting candidate's watch of its lease.
@@ -50,6 +65,14 @@ type subscription struct {
 	every, bound time.Duration // its RetryInterval; the deadline of a read for it
 	states       chan Lease    // the latest state not yet received
 	seen         Lease         // the state it watches; guarded by h.mu
+
+	// A leader watch (see LeaseElector.WatchLeader) has report, which the
+	// loop calls with each change of holder or token, in order.
+	report   func(Lease)
+	reported Lease      // the last state queued for report; guarded by h.mu
+	any      bool       // whether one was; guarded by h.mu
+	callMu   sync.Mutex // held while report runs
+	stopped  bool       // no more reports; guarded by callMu
 }
 
 func (h *hub) init(rt *storeRuntime) {
@@ -62,9 +85,13 @@ func (h *hub) init(rt *storeRuntime) {
 }
 
 // subscribe starts a watch of name, read at least every `every`, each read
-// bounded by bound, by a candidate that watches seen.
-func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease) *subscription {
-	sub := &subscription{h: h, name: name, every: every, bound: bound, states: make(chan Lease, 1), seen: seen}
+// bounded by bound, by a candidate that watches seen, or, with a non-nil
+// report, a leader watch.
+func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease, report func(Lease)) *subscription {
+	sub := &subscription{h: h, name: name, every: every, bound: bound, seen: seen, report: report}
+	if report == nil {
+		sub.states = make(chan Lease, 1)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w := h.names[name]
@@ -85,8 +112,17 @@ func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease) *su
 	return sub
 }
 
-// stop ends the watch.
+// stop ends the watch; a leader watch reports nothing once it returns.
 func (sub *subscription) stop() {
+	sub.unsubscribe()
+	if sub.report != nil {
+		sub.callMu.Lock()
+		sub.stopped = true
+		sub.callMu.Unlock()
+	}
+}
+
+func (sub *subscription) unsubscribe() {
 	h := sub.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -129,12 +165,13 @@ func (h *hub) loop() {
 	defer timer.Stop()
 	var nextPoll time.Time
 	for {
-		names, bound, wait, ok := h.plan(&nextPoll)
+		h.report()
+		names, seq, bound, wait, ok := h.plan(&nextPoll)
 		if !ok {
 			return
 		}
 		if len(names) > 0 {
-			h.read(names, bound)
+			h.read(names, seq, bound)
 			continue
 		}
 		timer.Reset(wait)
@@ -145,16 +182,33 @@ func (h *hub) loop() {
 	}
 }
 
-// plan returns the names to read now and the deadline of each store call
+// report makes the leader watches' reports queued so far, in order.
+func (h *hub) report() {
+	h.mu.Lock()
+	reports := h.reports
+	h.reports = nil
+	h.mu.Unlock()
+	for _, r := range reports {
+		r.sub.callMu.Lock()
+		if !r.sub.stopped {
+			r.sub.report(r.l)
+		}
+		r.sub.callMu.Unlock()
+	}
+}
+
+// plan returns the names to read now, the read's sequence number, and the
+// deadline of each store call
 // (the least RetryInterval and trust window of the subscribers: a read that
 // takes longer is stuck, and the next poll tries again), or how long to
 // wait for the next poll; false once there are no subscribers.
-func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Duration, ok bool) {
+func (h *hub) plan(nextPoll *time.Time) (names []string, seq uint64, bound, wait time.Duration, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.names) == 0 {
 		h.looping = false
-		return nil, 0, 0, false
+		h.reports = nil // of stopped watches
+		return nil, 0, 0, 0, false
 	}
 	var every time.Duration
 	for _, w := range h.names {
@@ -182,12 +236,15 @@ func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Durati
 	}
 	clear(h.pending)
 	h.all = false
-	return names, bound, nextPoll.Sub(now), true
+	if len(names) > 0 {
+		h.reads++
+	}
+	return names, h.reads, bound, nextPoll.Sub(now), true
 }
 
-// read reads names and delivers their states. Each store call is bounded
-// by bound.
-func (h *hub) read(names []string, bound time.Duration) {
+// read reads names and delivers their states, as read number seq. Each
+// store call is bounded by bound.
+func (h *hub) read(names []string, seq uint64, bound time.Duration) {
 	if h.bulk == nil {
 		for _, name := range names {
 			ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -201,7 +258,7 @@ func (h *hub) read(names []string, bound time.Duration) {
 				continue // the next poll reads it again
 			}
 			h.mu.Lock()
-			h.deliver(name, l)
+			h.deliver(name, l, seq)
 			h.mu.Unlock()
 		}
 		return
@@ -217,7 +274,7 @@ func (h *hub) read(names []string, bound time.Duration) {
 		}
 		h.mu.Lock()
 		for i, name := range chunk {
-			h.deliver(name, got[i])
+			h.deliver(name, got[i], seq)
 		}
 		h.mu.Unlock()
 	}
@@ -229,7 +286,10 @@ func (h *hub) changed(c Change) {
 	defer h.mu.Unlock()
 	switch {
 	case c.Known:
-		h.deliver(c.Name, c.State)
+		h.deliver(c.Name, c.State, 0)
+		if len(h.reports) > 0 {
+			kick(h.kick)
+		}
 		return
 	case c.Name == "":
 		h.all = true
@@ -242,12 +302,20 @@ func (h *hub) changed(c Change) {
 	kick(h.kick)
 }
 
-// deliver hands l, a state of name, to its subscribers by the hub's rule
-// (see hub). h.mu is held.
-func (h *hub) deliver(name string, l Lease) {
+// deliver hands l, a state of name from read number seq (0 for a Known
+// change), to its subscribers by the hub's rule (see hub), and queues a
+// report for each leader watch whose holder or token it changes. A read
+// that began before the last Known change is stale unless it shows a newer
+// held state: it is not reported, as it would report a change and, at the
+// next read, its undoing. h.mu is held.
+func (h *hub) deliver(name string, l Lease, seq uint64) {
 	w := h.names[name]
 	if w == nil {
 		return
+	}
+	stale := seq != 0 && seq <= w.knownAt && (l.Token == 0 || !older(w.newest, l))
+	if seq == 0 {
+		w.knownAt = h.reads
 	}
 	if l.Token == 0 {
 		l = Lease{Name: name}
@@ -258,6 +326,13 @@ func (h *hub) deliver(name string, l Lease) {
 		w.newest = l
 	}
 	for sub := range w.subs {
+		if sub.report != nil {
+			if !stale && (!sub.any || sub.reported.Holder != l.Holder || sub.reported.Token != l.Token) {
+				sub.any, sub.reported = true, l
+				h.reports = append(h.reports, report{sub, l})
+			}
+			continue
+		}
 		if sub.seen.Token == l.Token && sub.seen.Version == l.Version {
 			continue
 		}

@@ -90,11 +90,10 @@ func newStore(client *clientv3.Client, owns bool, o options) *Store {
 		prefix:     o.prefix,
 		opTimeout:  o.opTimeout,
 		log:        o.logger,
-		watchers:   make(map[string]map[chan struct{}]struct{}),
 	}
 }
 
-// Close stops the store's lease watch and waits for its goroutine, then
+// Close stops the store's watch and waits for its goroutine, then
 // closes the client if [Open] made it. Operations after Close return
 // [ErrClosed]. Close is idempotent; its error is the client's.
 func (s *Store) Close() error {
@@ -103,9 +102,13 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.closed.Store(true)
 		w := s.watch
+		s.watch = nil
+		if w != nil {
+			w.cancel()
+		}
 		s.mu.Unlock()
 		if w != nil {
-			w.stop()
+			w.wait()
 		}
 		if s.ownsClient {
 			err = s.client.Close()

@@ -265,7 +265,8 @@ func countingStore(t *testing.T, srv *etcdServer, prefix string) (*Store, *count
 
 // TestGetMany proves that GetMany returns the state of every name in order
 // (held, released, deleted or never written), in one transaction per 64
-// names, and names a key that holds no lease.
+// names, and reports a key that holds no lease as free, for TryAcquire to
+// name.
 func TestGetMany(t *testing.T) {
 	const n = 100
 	srv := startEtcd(t)
@@ -310,9 +311,11 @@ func TestGetMany(t *testing.T) {
 
 	_, err = rawClient(t, srv).Put(testCtx(t), s.Key("junk"), "not json")
 	require.NoError(t, err)
-	_, err = s.GetMany(testCtx(t), []string{names[0], "junk"})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), s.Key("junk"))
+	got, err = s.GetMany(testCtx(t), []string{"junk", names[0]})
+	require.NoError(t, err, "a key that holds no lease fails no other name")
+	assert.Equal(t, []elector.Lease{{Name: "junk"}, want[0]}, got)
+	_, err = s.TryAcquire(testCtx(t), "junk", "a", time.Minute, elector.Lease{})
+	require.ErrorContains(t, err, s.Key("junk"), "TryAcquire names the key")
 	_, err = s.GetMany(testCtx(t), []string{names[0], ""})
 	require.Error(t, err, "an invalid name")
 }

@@ -180,19 +180,32 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 
 // Get implements [elector.Store] with one linearizable read of the key.
 func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
-	l, err := s.GetMany(ctx, []string{name})
+	if err := s.check(name, time.Second); err != nil {
+		return elector.Lease{}, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	resp, err := s.client.Get(ctx, s.Key(name))
+	if err != nil {
+		return elector.Lease{}, s.opErr("get", name, 1, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return elector.Lease{}, fmt.Errorf("etcdlease: lease %q: %w", name, elector.ErrNoLease)
+	}
+	l, released, err := decodeLease(name, resp.Kvs[0])
 	switch {
 	case err != nil:
 		return elector.Lease{}, err
-	case l[0].Token == 0:
+	case released:
 		return elector.Lease{}, fmt.Errorf("etcdlease: lease %q: %w", name, elector.ErrNoLease)
 	}
-	return l[0], nil
+	return l, nil
 }
 
 // GetMany implements [elector.BulkReader] with one linearizable read of
 // the keys per 64 names, in one etcd transaction. A key that holds no
-// lease fails the call with an error naming it.
+// lease written by etcdlease is reported free, so that the other names
+// still are read and the candidate's TryAcquire reports it, naming the key.
 func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
 	for _, name := range names {
 		if err := s.check(name, time.Second); err != nil {
@@ -214,11 +227,7 @@ func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, e
 		for i, r := range resp.Responses {
 			l := elector.Lease{Name: part[i]}
 			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
-				cur, released, err := decodeLease(part[i], kvs[0])
-				if err != nil {
-					return nil, err
-				}
-				if !released {
+				if cur, released, err := decodeLease(part[i], kvs[0]); err == nil && !released {
 					l = cur
 				}
 			}

@@ -3,7 +3,6 @@ package etcdlease
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,74 +12,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/notifytest"
 )
 
 // pushBound is how soon a write in another Store must reach a Notify
 // callback: the watch delivers it in milliseconds.
 const pushBound = 2 * time.Second
 
-// recorder keeps what a Notify callback receives.
-type recorder struct {
-	mu      sync.Mutex
-	changes []elector.Change
-	next    int // the first change expect has not looked at
-	wake    chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
-
-func (r *recorder) changed(c elector.Change) {
-	r.mu.Lock()
-	r.changes = append(r.changes, c)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (r *recorder) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.changes)
-}
-
-// expect waits up to d for a change, after those it already returned, for
-// which match holds, and returns it.
-func (r *recorder) expect(t *testing.T, d time.Duration, what string, match func(elector.Change) bool) elector.Change {
+// expectState waits up to pushBound for r to get the Known state want.
+func expectState(t *testing.T, r *notifytest.Recorder, want elector.Lease, what string) elector.Change {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		r.mu.Lock()
-		for r.next < len(r.changes) {
-			c := r.changes[r.next]
-			r.next++
-			if match(c) {
-				r.mu.Unlock()
-				return c
-			}
-		}
-		r.mu.Unlock()
-		select {
-		case <-r.wake:
-		case <-deadline.C:
-			t.Fatalf("%s: no such change within %v", what, d)
-		}
-	}
+	return r.ExpectState(t, pushBound, want, what)
 }
-
-// expectState waits for the Known state of want's lease (want with only
-// Name set: free).
-func (r *recorder) expectState(t *testing.T, want elector.Lease, what string) elector.Change {
-	t.Helper()
-	return r.expect(t, pushBound, what, func(c elector.Change) bool {
-		return c.Known && c.Name == want.Name && c.State.Name == want.Name && c.State.Token == want.Token && c.State.Version == want.Version
-	})
-}
-
-// readAll reports whether c asks for a read of every lease.
-func readAll(c elector.Change) bool { return c.Name == "" && !c.Known }
 
 // TestNotifyPushesWrites proves that Notify pushes what another Store (as
 // on another host) writes as Known states: an acquire, a renewal, a
@@ -91,34 +34,34 @@ func TestNotifyPushesWrites(t *testing.T) {
 	srv := startEtcd(t)
 	prefix := uniquePrefix()
 	a, b, watching := openStore(t, srv, WithPrefix(prefix)), openStore(t, srv, WithPrefix(prefix)), openStore(t, srv, WithPrefix(prefix))
-	r := newRecorder()
-	stop := watching.Notify(r.changed)
+	r := notifytest.New()
+	stop := watching.Notify(r.Changed)
 	defer stop()
-	r.expect(t, pushBound, "the watch starts", readAll)
+	r.Expect(t, pushBound, "the watch starts", notifytest.ReadAll)
 
 	l, err := a.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	got := r.expectState(t, l, "an acquire")
+	got := expectState(t, r, l, "an acquire")
 	assert.Equal(t, l, got.State)
 	renewed, err := a.Renew(testCtx(t), l, 2*time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, 2*time.Minute, r.expectState(t, renewed, "a renewal").State.TTL)
+	assert.Equal(t, 2*time.Minute, expectState(t, r, renewed, "a renewal").State.TTL)
 	taken, err := b.TryAcquire(testCtx(t), "job", "b", time.Minute, renewed)
 	require.NoError(t, err)
-	assert.Equal(t, "b", r.expectState(t, taken, "a takeover").State.Holder)
+	assert.Equal(t, "b", expectState(t, r, taken, "a takeover").State.Holder)
 	require.NoError(t, b.Release(testCtx(t), taken))
-	r.expectState(t, elector.Lease{Name: "job"}, "a release")
+	expectState(t, r, elector.Lease{Name: "job"}, "a release")
 
 	again, err := a.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	r.expectState(t, again, "a new term")
+	expectState(t, r, again, "a new term")
 	raw := rawClient(t, srv)
 	_, err = raw.Delete(testCtx(t), a.Key("job"))
 	require.NoError(t, err)
-	r.expectState(t, elector.Lease{Name: "job"}, "a delete")
+	expectState(t, r, elector.Lease{Name: "job"}, "a delete")
 	_, err = raw.Put(testCtx(t), a.Key("junk"), "not json")
 	require.NoError(t, err)
-	r.expect(t, pushBound, "a value that is no lease", func(c elector.Change) bool { return c.Name == "junk" && !c.Known })
+	r.Expect(t, pushBound, "a value that is no lease", func(c elector.Change) bool { return c.Name == "junk" && !c.Known })
 }
 
 // TestNotifyOneWatch proves that every Notify of a Store shares one watch,
@@ -133,8 +76,8 @@ func TestNotifyOneWatch(t *testing.T) {
 	s, err := Open(testCtx(t), []string{srv.endpoint}, WithPrefix(prefix))
 	require.NoError(t, err)
 	assert.False(t, watchRunning(s), "no watch before the first Notify")
-	r1, r2 := newRecorder(), newRecorder()
-	stop1, stop2 := s.Notify(r1.changed), s.Notify(r2.changed)
+	r1, r2 := notifytest.New(), notifytest.New()
+	stop1, stop2 := s.Notify(r1.Changed), s.Notify(r2.Changed)
 	s.mu.Lock()
 	w := s.watch
 	s.mu.Unlock()
@@ -142,15 +85,15 @@ func TestNotifyOneWatch(t *testing.T) {
 
 	l, err := holder.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	r1.expectState(t, l, "the first callback")
-	r2.expectState(t, l, "the second callback")
+	expectState(t, r1, l, "the first callback")
+	expectState(t, r2, l, "the second callback")
 	stop1()
 	stop1()
-	n := r1.len()
+	n := r1.Len()
 	l, err = holder.Renew(testCtx(t), l, time.Minute)
 	require.NoError(t, err)
-	r2.expectState(t, l, "the callback that was not stopped")
-	assert.Equal(t, n, r1.len(), "a stopped callback must not be called")
+	expectState(t, r2, l, "the callback that was not stopped")
+	assert.Equal(t, n, r1.Len(), "a stopped callback must not be called")
 	s.mu.Lock()
 	assert.Same(t, w, s.watch, "one watch while a callback remains")
 	s.mu.Unlock()
@@ -163,10 +106,10 @@ func TestNotifyOneWatch(t *testing.T) {
 	}
 	assert.False(t, watchRunning(s))
 
-	r3 := newRecorder()
-	stop3 := s.Notify(r3.changed)
+	r3 := notifytest.New()
+	stop3 := s.Notify(r3.Changed)
 	defer stop3()
-	r3.expect(t, pushBound, "a new watch after the last stop", readAll)
+	r3.Expect(t, pushBound, "a new watch after the last stop", notifytest.ReadAll)
 	s.mu.Lock()
 	w = s.watch
 	s.mu.Unlock()
@@ -176,29 +119,29 @@ func TestNotifyOneWatch(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the watch goroutine did")
 	}
-	n = r3.len()
+	n = r3.Len()
 	_, err = holder.Renew(testCtx(t), l, time.Minute)
 	require.NoError(t, err)
-	stop4 := s.Notify(r3.changed)
+	stop4 := s.Notify(r3.Changed)
 	stop4()
 	assert.False(t, watchRunning(s), "Notify after Close must start no watch")
 	time.Sleep(100 * time.Millisecond)
-	assert.Equal(t, n, r3.len(), "nothing is pushed after Close")
+	assert.Equal(t, n, r3.Len(), "nothing is pushed after Close")
 	require.NoError(t, s.Close(), "Close is idempotent")
 }
 
 // watchThroughProxy returns a Store on srv, and what a Notify of another
 // Store on the same prefix, which reaches srv through p, receives once
 // its watch started.
-func watchThroughProxy(t *testing.T) (srv *etcdServer, p *proxy, holder *Store, r *recorder) {
+func watchThroughProxy(t *testing.T) (srv *etcdServer, p *proxy, holder *Store, r *notifytest.Recorder) {
 	srv = startEtcd(t)
 	p = startProxy(t, srv)
 	prefix := uniquePrefix()
 	watching := openStore(t, &etcdServer{endpoint: p.endpoint}, WithPrefix(prefix))
 	holder = openStore(t, srv, WithPrefix(prefix))
-	r = newRecorder()
-	t.Cleanup(watching.Notify(r.changed))
-	r.expect(t, pushBound, "the watch starts", readAll)
+	r = notifytest.New()
+	t.Cleanup(watching.Notify(r.Changed))
+	r.Expect(t, pushBound, "the watch starts", notifytest.ReadAll)
 	return srv, p, holder, r
 }
 
@@ -211,9 +154,9 @@ func TestNotifySurvivesConnectionLoss(t *testing.T) {
 	p.cut()
 	l, err := holder.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{}) // while the client reconnects
 	require.NoError(t, err)
-	r.expectState(t, l, "an acquire after the connection loss")
+	expectState(t, r, l, "an acquire after the connection loss")
 	require.NoError(t, holder.Release(testCtx(t), l))
-	r.expectState(t, elector.Lease{Name: "job"}, "a release after the connection loss")
+	expectState(t, r, elector.Lease{Name: "job"}, "a release after the connection loss")
 }
 
 // TestNotifyAfterCompaction proves that a watch that cannot resume, because
@@ -223,7 +166,7 @@ func TestNotifyAfterCompaction(t *testing.T) {
 	srv, p, holder, r := watchThroughProxy(t)
 	l, err := holder.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	r.expectState(t, l, "an acquire")
+	expectState(t, r, l, "an acquire")
 
 	p.hold(true)
 	p.cut()
@@ -235,10 +178,10 @@ func TestNotifyAfterCompaction(t *testing.T) {
 	_, err = raw.Compact(testCtx(t), resp.Header.Revision)
 	require.NoError(t, err)
 	p.hold(false)
-	r.expect(t, 10*time.Second, "a read of everything after the compaction", readAll)
+	r.Expect(t, 10*time.Second, "a read of everything after the compaction", notifytest.ReadAll)
 	l, err = holder.Renew(testCtx(t), l, time.Minute)
 	require.NoError(t, err)
-	r.expectState(t, l, "a renewal after the watch started again")
+	expectState(t, r, l, "a renewal after the watch started again")
 }
 
 // countingKV counts the transactions a client sends.

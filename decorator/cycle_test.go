@@ -31,7 +31,7 @@ func runCycles(t *testing.T, n int, d decorator.Job, job *fakeJob, h *hookLog, s
 		require.Equal(t, cycle, job.starts.Load(), "inner starts in cycle %d", cycle)
 		require.Equal(t, cycle, h.elected.Load(), "OnElected in cycle %d", cycle)
 		require.Equal(t, cycle-1, h.demoted.Load(), "OnDemoted in cycle %d", cycle)
-		require.Equal(t, 2, ourGoroutines(), "goroutines while leading in cycle %d", cycle)
+		require.Equal(t, 3, ourGoroutines(), "goroutines while leading in cycle %d: the gate, and the Store's renewal schedule and resume watch", cycle)
 
 		time.Sleep(2500 * time.Millisecond) // two renewals
 		require.NoError(t, d.Stop(ctx))

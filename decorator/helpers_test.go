@@ -70,8 +70,10 @@ func (s *countingStore) Release(ctx context.Context, l elector.Lease) error {
 	return s.Store.Release(ctx, l)
 }
 
-func (s *countingStore) WatchRelease(name string) (<-chan struct{}, func()) {
-	return s.mem.WatchRelease(name)
+func (s *countingStore) Notify(changed func(elector.Change)) func() { return s.mem.Notify(changed) }
+
+func (s *countingStore) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	return s.mem.GetMany(ctx, names)
 }
 
 type counts struct{ Acquire, Renew, Release int64 }
@@ -334,10 +336,11 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// ourGoroutines counts the gate and renew goroutines of the calling
-// synctest bubble: those of decorated jobs and of their terms.
+// ourGoroutines counts the gate goroutines of decorated jobs and the
+// goroutines of the Stores' renewal schedules (the schedule's loop and
+// resume watch, and any renewal in flight) of the calling synctest bubble.
 func ourGoroutines() int {
-	return bubbleGoroutines("decorator.(*decorated).gate(", "elector.(*leaseTerm).renew(")
+	return bubbleGoroutines("decorator.(*decorated).gate(", "elector.(*scheduler).")
 }
 
 // bubbleGoroutines counts the goroutines of the calling synctest bubble

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -54,8 +55,9 @@ type Config struct {
 	// Holder names this candidate in the store. Candidates for one lease
 	// name must have different holders: two electors with one holder name
 	// are one candidate to the store. Electors of different lease names may
-	// share one (one holder per replica). Default host-pid-random, unique
-	// per elector.
+	// share one (one holder per replica). Default [DefaultHolder]: one name
+	// per process, so give each candidate of one lease in one process its
+	// own.
 	Holder string
 	// Observer, if set, receives the elector's store calls and campaign
 	// results (see [Observer]).
@@ -120,8 +122,11 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// DefaultHolder returns a holder name unique to this call: host-pid-random.
-func DefaultHolder() string {
+// DefaultHolder returns this process's holder name, host-pid-random, the
+// same on every call.
+func DefaultHolder() string { return defaultHolder() }
+
+var defaultHolder = sync.OnceValue(func() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "host"
@@ -129,4 +134,4 @@ func DefaultHolder() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
+})

@@ -36,11 +36,13 @@
 // Stores: [NewMemoryStore] (one process, tests), sqlitelease (one host),
 // pglease (many hosts), and, in modules of their own, etcdlease and
 // mysqllease. Every store passes the conformance suite in
-// elector/electortest. A store may implement [LeaseWatcher], so that one
-// reader per store follows every lease its candidates wait on and waiting
-// candidates make no calls of their own, or [ReleaseWatcher], so that they
-// wake as soon as a lease is released; without either they poll every
-// RetryInterval.
+// elector/electortest. The electors of one Store value in a process share
+// one renewal schedule and one watch of the leases their candidates wait
+// on: a store that implements [BatchRenewer] renews the terms due together
+// in one call, one that implements [BulkReader] is read for every waiting
+// candidate in one call per RetryInterval, and one that implements
+// [Notifier] wakes them as soon as it learns of a change. Waiting
+// candidates make no store calls of their own.
 //
 // The package imports only the standard library and, for the clock that
 // counts suspend, golang.org/x/sys.

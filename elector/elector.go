@@ -53,12 +53,12 @@ type Term interface {
 
 // LeaseElector is an [Elector] for one lease name in one [Store]. Each
 // LeaseElector is one candidate (one holder name). It holds no goroutine of
-// its own: Campaign runs on the caller's goroutine, each [Term] runs one
-// goroutine that renews its lease until the term ends, and the terms held
-// through one Store share one more, which ends a term at once when the
-// machine resumes from a suspend past its trust window (Go's timers do not
-// count suspend). A LeaseElector is safe for concurrent use, but a candidate
-// normally campaigns once at a time.
+// its own: Campaign runs on the caller's goroutine, and the electors of one
+// Store value share one renewal schedule for their terms and one watch of
+// the leases their candidates wait on, which run a fixed number of
+// goroutines per Store however many leases it serves, and none once its
+// terms have ended and its campaigns returned. A LeaseElector is safe for
+// concurrent use, but a candidate normally campaigns once at a time.
 type LeaseElector struct {
 	store Store
 	name  string
@@ -98,30 +98,24 @@ func (e *LeaseElector) Name() string { return e.name }
 func (e *LeaseElector) Config() Config { return e.cfg }
 
 // Campaign implements [Elector]. It takes a free lease at once. While
-// another holder has the lease, it watches it: it reads it again every
-// jittered RetryInterval (or the store watches it in bulk, see
-// [LeaseWatcher], or reports its release, see [ReleaseWatcher]), and once it
-// has seen the same Token and Version unchanged for the holder's TTL (and at
-// least its own), measured on its own clock from the first moment it saw
-// them, it takes the lease over with a compare-and-set on that state; any
-// other state, older ones included, starts the watch again. The watch is
-// kept across calls to Campaign. Each store call is bounded by the trust
-// window (TTL minus TTL/10): an acquire that takes longer could not be
-// trusted anyway.
+// another holder has the lease, it watches it, through one watch of every
+// lease the candidates of its Store wait on (read every RetryInterval, and
+// at once on the Store's [Notifier]), making no store calls of its own; once
+// it has seen the same Token and Version unchanged for the holder's TTL (and
+// at least its own), measured on its own clock from the first moment it saw
+// them, it takes the lease over with a compare-and-set on that state. Any
+// other state it is handed, and any state a failed compare-and-set returns,
+// older ones included, starts the watch again. The watch is kept across
+// calls to Campaign. Each store call is bounded by the trust window (TTL
+// minus TTL/10): an acquire that takes longer could not be trusted anyway.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
-	var (
-		states   <-chan Lease
-		released <-chan struct{}
-	)
-	if w, ok := e.store.(LeaseWatcher); ok {
-		ch, stop := w.WatchLease(e.name, e.cfg.RetryInterval)
-		defer stop()
-		states = ch
-	} else if w, ok := e.store.(ReleaseWatcher); ok {
-		ch, stop := w.WatchRelease(e.name)
-		defer stop()
-		released = ch
-	}
+	var sub *subscription // from the first ErrHeld
+	defer func() {
+		if sub != nil {
+			sub.stop()
+			sub.h.rt.leave()
+		}
+	}()
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -165,26 +159,34 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		}
 		if err != nil {
 			e.observe(Event{Kind: EventCampaign, Result: ResultHeld})
+			seen, _ := e.watched()
+			if sub == nil {
+				sub = join(e).hub.subscribe(e.name, e.cfg.RetryInterval, trust, seen)
+			} else {
+				sub.saw(seen)
+			}
 		}
-		// Wait for the lease to be free, or for the watch to complete (the
-		// moment it does), reading the lease again every jittered
-		// RetryInterval unless the store watches it for us.
+		// Wait for the lease to be free or for the watch to complete (the
+		// moment it does); with nothing to watch, try again after a
+		// jittered RetryInterval.
 		for waiting := true; waiting; {
-			wait := jitter(e.cfg.RetryInterval)
-			if left > 0 && (left < wait || states != nil) {
-				wait = left
+			wait := left
+			if left <= 0 {
+				wait = jitter(e.cfg.RetryInterval)
 			}
 			if timer == nil {
 				timer = time.NewTimer(wait)
 			} else {
 				timer.Reset(wait)
 			}
+			var states <-chan Lease
+			if sub != nil {
+				states = sub.states
+			}
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			case <-timer.C:
-				waiting = false
-			case <-released:
 				waiting = false
 			case l := <-states:
 				if l.Token == 0 {

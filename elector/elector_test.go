@@ -3,7 +3,9 @@ package elector_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -109,7 +111,9 @@ func TestNewDefaults(t *testing.T) {
 	assert.NotEmpty(t, cfg.Holder)
 	other, err := elector.New(elector.NewMemoryStore(), "job", elector.Config{})
 	require.NoError(t, err)
-	assert.NotEqual(t, cfg.Holder, other.Config().Holder, "default holders must be unique per elector")
+	assert.Equal(t, cfg.Holder, other.Config().Holder, "one default holder per process")
+	assert.Equal(t, elector.DefaultHolder(), cfg.Holder)
+	assert.Regexp(t, fmt.Sprintf(`^.+-%d-[0-9a-f]{8}$`, os.Getpid()), cfg.Holder, "host-pid-random")
 	// The tightest timing that leaves room for two renewals is accepted.
 	_, err = elector.New(elector.NewMemoryStore(), "job", elector.Config{TTL: 10 * time.Second, RenewInterval: 4500 * time.Millisecond})
 	require.NoError(t, err)
@@ -586,17 +590,18 @@ func TestTrustRemainingEndsTermAfterSuspend(t *testing.T) {
 	})
 }
 
-// bulkCounting counts calls and passes the memory store's LeaseWatcher
-// through, as a wrapper should.
+// bulkCounting counts calls and passes the memory store's BulkReader and
+// Notifier through, as a wrapper should.
 type bulkCounting struct {
 	countingStore
-	elector.LeaseWatcher
+	elector.BulkReader
+	elector.Notifier
 }
 
 func TestBulkWatchingCandidateMakesNoCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := elector.NewMemoryStore()
-		s := &bulkCounting{countingStore: countingStore{Store: mem}, LeaseWatcher: mem}
+		s := &bulkCounting{countingStore: countingStore{Store: mem}, BulkReader: mem, Notifier: mem}
 		ta := campaign(t, newElector(t, mem, "a", fast))
 		won := make(chan elector.Term)
 		go func() {

@@ -2,9 +2,8 @@ package elector
 
 // Restore writes l back as the current, unreleased state of its lease, as a
 // failover to a standby that lagged or a restore of an older copy would,
-// and hands it to the lease's watchers. The memory store has no floor for
-// tokens or versions (its rows never go back outside tests), so after a
-// Restore they repeat: the elector alone must then keep one leader.
+// and pushes it to the Notify callbacks. Later writes still get tokens and
+// versions above any written before, as a real store's floors give them.
 func (m *MemoryStore) Restore(l Lease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -13,6 +12,7 @@ func (m *MemoryStore) Restore(l Lease) {
 		cur = new(memoryLease)
 		m.leases[l.Name] = cur
 	}
+	cur.topToken, cur.topVersion = max(cur.topToken, cur.Token), max(cur.topVersion, cur.Version)
 	cur.Lease, cur.released = l, false
-	m.sendState(l.Name, &cur.Lease)
+	m.push(cur)
 }

@@ -11,27 +11,28 @@ import (
 
 // MemoryStore is a [Store] in process memory, for tests and single-process
 // programs. It runs on fake time inside a testing/synctest bubble. It
-// implements [LeaseWatcher] and [ReleaseWatcher]: candidates that wait on it
-// learn of every write at once, and make no calls while they wait. The zero
-// value is not usable; call [NewMemoryStore].
+// implements [BulkReader], [BatchRenewer] and [Notifier], pushing every
+// write's new state: candidates that wait on it learn of every write at once.
+// The zero value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
 	mu       sync.Mutex
-	leases   map[string]*memoryLease                // updated in place, never deleted: tokens never reset
-	watchers map[string]map[*chan struct{}]struct{} // by lease name
-	states   map[string]map[*chan Lease]struct{}    // by lease name
+	leases   map[string]*memoryLease // updated in place, never deleted: tokens never reset
+	notified map[*func(Change)]struct{}
 }
 
 type memoryLease struct {
 	Lease
 	released bool
+	// The highest token and version ever written: new ones go above
+	// them, even after a Restore wrote an older state.
+	topToken, topVersion uint64
 }
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{
 		leases:   make(map[string]*memoryLease),
-		watchers: make(map[string]map[*chan struct{}]struct{}),
-		states:   make(map[string]map[*chan Lease]struct{}),
+		notified: make(map[*func(Change)]struct{}),
 	}
 }
 
@@ -53,9 +54,9 @@ func (m *MemoryStore) TryAcquire(ctx context.Context, name, holder string, ttl t
 	case !cur.released && !cur.Is(observed):
 		return Lease{}, &HeldError{Lease: cur.Lease}
 	}
-	cur.Lease = Lease{Name: name, Holder: holder, Token: cur.Token + 1, Version: cur.Version + 1, TTL: ttl, Written: clock.Wall()}
+	cur.Lease = Lease{Name: name, Holder: holder, Token: max(cur.Token, cur.topToken) + 1, TTL: ttl}
 	cur.released = false
-	m.sendState(name, &cur.Lease)
+	m.wrote(cur)
 	return cur.Lease, nil
 }
 
@@ -66,17 +67,57 @@ func (m *MemoryStore) Renew(ctx context.Context, l Lease, ttl time.Duration) (Le
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.renew(l, ttl)
+}
+
+// renew renews l for ttl. m.mu is held.
+func (m *MemoryStore) renew(l Lease, ttl time.Duration) (Lease, error) {
 	cur := m.current(l)
 	if cur == nil {
 		return Lease{}, fmt.Errorf("renew lease %q token %d: %w", l.Name, l.Token, ErrLeaseLost)
 	}
-	cur.Version++
-	cur.TTL, cur.Written = ttl, clock.Wall()
-	m.sendState(l.Name, &cur.Lease)
+	cur.TTL = ttl
+	m.wrote(cur)
 	return cur.Lease, nil
 }
 
-// Release implements [Store]. It wakes the watchers of the lease.
+// RenewMany implements [BatchRenewer].
+func (m *MemoryStore) RenewMany(ctx context.Context, terms []Lease) ([]Lease, error) {
+	for _, l := range terms {
+		if err := checkArgs(ctx, l.Name, l.TTL); err != nil {
+			return nil, err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Lease, len(terms))
+	for i, l := range terms {
+		out[i], _ = m.renew(l, l.TTL) // the zero Lease when lost
+	}
+	return out, nil
+}
+
+// wrote bumps cur's version and stamps the write, and pushes the new state
+// to the Notify callbacks. m.mu is held.
+func (m *MemoryStore) wrote(cur *memoryLease) {
+	cur.Version = max(cur.Version, cur.topVersion) + 1
+	cur.topToken, cur.topVersion = max(cur.topToken, cur.Token), cur.Version
+	cur.Written = clock.Wall()
+	m.push(cur)
+}
+
+// push hands the state of cur to the Notify callbacks. m.mu is held.
+func (m *MemoryStore) push(cur *memoryLease) {
+	c := Change{Name: cur.Name, State: cur.Lease, Known: true}
+	if cur.released {
+		c.State = Lease{Name: cur.Name}
+	}
+	for f := range m.notified {
+		(*f)(c)
+	}
+}
+
+// Release implements [Store].
 func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
 	if err := checkArgs(ctx, l.Name, time.Second); err != nil {
 		return err
@@ -87,16 +128,8 @@ func (m *MemoryStore) Release(ctx context.Context, l Lease) error {
 	if cur == nil {
 		return nil
 	}
-	cur.Version++
-	cur.Written = clock.Wall()
 	cur.released = true
-	m.sendState(l.Name, &Lease{})
-	for ch := range m.watchers[l.Name] {
-		select {
-		case *ch <- struct{}{}:
-		default:
-		}
-	}
+	m.wrote(cur)
 	return nil
 }
 
@@ -124,64 +157,36 @@ func (m *MemoryStore) Get(ctx context.Context, name string) (Lease, error) {
 	return cur.Lease, nil
 }
 
-// WatchRelease implements [ReleaseWatcher].
-func (m *MemoryStore) WatchRelease(name string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	set := m.watchers[name]
-	if set == nil {
-		set = make(map[*chan struct{}]struct{})
-		m.watchers[name] = set
-	}
-	set[&ch] = struct{}{}
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			delete(set, &ch)
-			if len(set) == 0 {
-				delete(m.watchers, name)
-			}
-		})
-	}
-}
-
-// WatchLease implements [LeaseWatcher]: every write sends the new state at
-// once, so every is not needed.
-func (m *MemoryStore) WatchLease(name string, every time.Duration) (<-chan Lease, func()) {
-	ch := make(chan Lease, 1)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	set := m.states[name]
-	if set == nil {
-		set = make(map[*chan Lease]struct{})
-		m.states[name] = set
-	}
-	set[&ch] = struct{}{}
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			delete(set, &ch)
-			if len(set) == 0 {
-				delete(m.states, name)
-			}
-		})
-	}
-}
-
-// sendState hands *l, the new state of name, to its state watchers, each
-// keeping only the latest. m.mu is held.
-func (m *MemoryStore) sendState(name string, l *Lease) {
-	for ch := range m.states[name] {
-		select {
-		case <-*ch: // drop the state it has not read
-		default:
+// GetMany implements [BulkReader].
+func (m *MemoryStore) GetMany(ctx context.Context, names []string) ([]Lease, error) {
+	for _, name := range names {
+		if err := checkArgs(ctx, name, time.Second); err != nil {
+			return nil, err
 		}
-		*ch <- *l // never blocks: the buffer is empty and only we send
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Lease, len(names))
+	for i, name := range names {
+		out[i] = Lease{Name: name}
+		if cur := m.leases[name]; cur != nil && !cur.released {
+			out[i] = cur.Lease
+		}
+	}
+	return out, nil
+}
+
+// Notify implements [Notifier]: every write's new state is pushed, under
+// the store's lock, so in the order of the writes.
+func (m *MemoryStore) Notify(changed func(Change)) (stop func()) {
+	f := &changed
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notified[f] = struct{}{}
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.notified, f)
 	}
 }
 

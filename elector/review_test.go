@@ -51,13 +51,13 @@ func TestResumeWatchChurn(t *testing.T) {
 		}
 		wg.Wait()
 		synctest.Wait()
-		assert.Zero(t, goroutinesIn("elector.(*resumeWatch).run("), "after the last Resign")
+		assert.Zero(t, goroutinesIn(resumeWatch), "after the last Resign")
 		term := campaign(t, newElector(t, s, "late", fast))
-		time.Sleep(fast.RenewInterval / 2) // its renew goroutine waits for its timer
+		time.Sleep(fast.RenewInterval / 2) // the schedule waits for its renewal
 		requireEndsOnLongSuspend(t, term)
 		term.Abandon()
 		synctest.Wait()
-		assert.Zero(t, goroutinesIn("elector.(*resumeWatch).run("), "after Abandon")
+		assert.Zero(t, goroutinesIn(resumeWatch), "after Abandon")
 	})
 }
 
@@ -83,34 +83,28 @@ func TestSuspendDuringCampaignNoEarlyTakeover(t *testing.T) {
 	})
 }
 
-// lateStore is a memory store whose lease watchers can be handed a state
-// late, as a bulk read that was in flight during a write hands it.
+// lateStore is a memory store whose Notify can push a state late, as a
+// bulk read that was in flight during a write hands it.
 type lateStore struct {
 	*elector.MemoryStore
-	late chan elector.Lease // each value goes to one watcher
+	late chan elector.Lease // each value goes to one callback
 }
 
-func (s *lateStore) WatchLease(name string, every time.Duration) (<-chan elector.Lease, func()) {
-	in, stopIn := s.MemoryStore.WatchLease(name, every)
-	out, quit, done := make(chan elector.Lease), make(chan struct{}), make(chan struct{})
+func (s *lateStore) Notify(changed func(elector.Change)) func() {
+	stopIn := s.MemoryStore.Notify(changed)
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			var l elector.Lease
 			select {
-			case l = <-in:
-			case l = <-s.late:
-			case <-quit:
-				return
-			}
-			select {
-			case out <- l:
+			case l := <-s.late:
+				changed(elector.Change{Name: l.Name, State: l, Known: true})
 			case <-quit:
 				return
 			}
 		}
 	}()
-	return out, func() { stopIn(); close(quit); <-done }
+	return func() { stopIn(); close(quit); <-done }
 }
 
 // TestRollbackWithLateDeliveryMakesNoSecondLeader: a row rolled back a few

@@ -118,7 +118,8 @@ func TestShortSuspendDuringRenewalEndsTermOnTime(t *testing.T) {
 }
 
 // TestTermsOfOneStoreShareOneResumeWatch: the terms held through one Store
-// add one goroutine between them, not one each, and it ends with the last.
+// add one resume watch between them, not one each, and it ends with the
+// last.
 func TestTermsOfOneStoreShareOneResumeWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := elector.NewMemoryStore()
@@ -129,14 +130,16 @@ func TestTermsOfOneStoreShareOneResumeWatch(t *testing.T) {
 			terms = append(terms, campaign(t, e))
 		}
 		synctest.Wait()
-		assert.Equal(t, 1, goroutinesIn("elector.(*resumeWatch).run("))
-		assert.Equal(t, 10, goroutinesIn("elector.(*leaseTerm).renew("))
+		assert.Equal(t, 1, goroutinesIn(resumeWatch))
 		for _, term := range terms {
 			require.NoError(t, term.Resign(t.Context()))
 		}
-		assert.Zero(t, goroutinesIn("elector.(*resumeWatch).run("), "after the last Resign")
+		assert.Zero(t, goroutinesIn(resumeWatch), "after the last Resign")
 	})
 }
+
+// resumeWatch is the frame of a Store's resume watch.
+const resumeWatch = "elector.(*scheduler).watchResumes("
 
 // goroutinesIn counts the goroutines whose stack has a frame of fn.
 func goroutinesIn(fn string) int {

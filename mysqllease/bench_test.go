@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 )
 
 // BenchmarkStore measures each store operation against its floor: the same
@@ -150,14 +149,43 @@ func bareRenew(ctx context.Context, s *Store, db *sql.DB, l elector.Lease, ttl t
 		TTL: fromMicros(micros(ttl)), Written: time.UnixMicro(written)}, nil
 }
 
-// BenchmarkFailover measures how long a lease takes to pass between two
-// Stores (two pools and two release pollers, as in two processes) on the
-// test's database, with TTL 1.5s, RenewInterval 0.5s and RetryInterval
-// 0.5s: a graceful handoff, which waits for the candidate's poller
-// (DefaultPollInterval), and a crash (see storebench.Failover).
+// BenchmarkBatch measures reading and renewing 1,000 leases: GetMany and
+// RenewMany (one statement each), next to 1,000 calls of Renew. ns/op is
+// per 1,000 leases.
 //
-//	LEADERAWARE_TEST_MYSQL='root@tcp(127.0.0.1:3306)/test' go test -run '^$' -bench Failover ./
-func BenchmarkFailover(b *testing.B) {
-	table := freshTable(b)
-	storebench.Failover(b, openStore(b, table), openStore(b, table), DefaultPollInterval)
+//	LEADERAWARE_TEST_MYSQL='root@tcp(127.0.0.1:3306)/test' go test -run '^$' -bench Batch ./
+func BenchmarkBatch(b *testing.B) {
+	s := openStore(b, "")
+	ctx := context.Background()
+	ls := make([]elector.Lease, batchMax)
+	names := make([]string, batchMax)
+	for i := range ls {
+		ls[i] = mustAcquire(b, s, "batch")
+		names[i] = ls[i].Name
+	}
+	b.Run("get-many", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.GetMany(ctx, names); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("renew-many", func(b *testing.B) {
+		for b.Loop() {
+			var err error
+			if ls, err = s.RenewMany(ctx, ls); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("renew-each", func(b *testing.B) {
+		for b.Loop() {
+			for i, l := range ls {
+				var err error
+				if ls[i], err = s.Renew(ctx, l, l.TTL); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

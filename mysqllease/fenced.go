@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -14,121 +13,76 @@ import (
 )
 
 // Fenced runs fn in a transaction on [Store.DB] that commits only while the
-// term that ctx carries (see [elector.TermFromContext]; the decorator gives
-// it to the jobs it starts) still holds its lease. Without a term it returns
-// an error wrapping [elector.ErrNoTerm] and runs nothing.
-//
-// A term that has ended is refused, and so is one whose trust window has
-// closed: a term with TrustRemaining() time.Duration (those of
-// [elector.LeaseElector] have it) must have some left. After a suspend the
-// window, which counts suspended time, may have closed before the renewal
-// timer that would end the term fires. Fenced checks this before the
-// transaction and again right before the commit; a refused term gets an
-// error wrapping [elector.ErrLeaseLost] and how the term ended
-// ([elector.ErrLeaseExpired] for a closed window), and nothing commits.
-//
-// The transaction first reads the lease row with SELECT ... LOCK IN SHARE
-// MODE where name, token and holder match the term and the lease is not
-// released. If no row matches, Fenced rolls back, runs nothing and returns
-// an error wrapping [elector.ErrLeaseLost]. Otherwise the shared row lock
-// keeps the term current until the transaction ends (a takeover, a release
-// and the holder's own renewal wait for it), fn runs, and the transaction
-// commits if fn returns nil. An error from fn rolls back and is returned as
-// it is; fn must not commit or roll back tx itself. Keep fn short: while it
-// runs, the holder's renewals wait.
-//
-// The server bounds the transaction by the lease TTL (rounded up to whole
-// seconds where the variable counts seconds): for its duration, Fenced sets
-// the connection's innodb_lock_wait_timeout, wait_timeout (so a client that
-// froze mid-transaction is cut off and its row lock freed) and
-// max_statement_time (MariaDB; max_execution_time on MySQL, which bounds
-// SELECTs only), and restores them afterwards.
-func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
-	t, ok := elector.TermFromContext(ctx)
-	if !ok {
-		return fmt.Errorf("mysqllease: fenced write: %w", elector.ErrNoTerm)
-	}
-	defer func() { elector.ObserveFenced(ctx, err) }()
-	l := t.Lease()
+// term that ctx carries still holds its lease, as [elector.Fence] says.
+// While the transaction is open the lease cannot change hands and the
+// holder's renewals wait, so keep fn short; fn must not commit or roll back
+// tx itself.
+func (s *Store) Fenced(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return elector.Fence(ctx, s.beginFenced, func(ctx context.Context, tx *fencedTx) error { return fn(ctx, tx.tx) })
+}
+
+// fencedTx is a fenced write's transaction on a connection of its own,
+// whose server limits it restores when it ends.
+type fencedTx struct {
+	s    *Store
+	conn *sql.Conn
+	tx   *sql.Tx
+}
+
+// beginFenced bounds a connection of the jobs' pool by trust on the server
+// (see boundSQL) and begins the transaction on it.
+func (s *Store) beginFenced(ctx context.Context, l elector.Lease, trust time.Duration) (*fencedTx, error) {
 	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := elector.ValidateName(l.Name); err != nil {
-		return fmt.Errorf("mysqllease: fenced write: %w", err)
-	}
-	if err := elector.ValidateTTL(l.TTL); err != nil {
-		return fmt.Errorf("mysqllease: fenced write for lease %q: %w", l.Name, err)
-	}
-	if err := termEnded(t, l); err != nil {
-		return err
+		return nil, ErrClosed
 	}
 	conn, err := s.jobs.Conn(ctx)
 	if err != nil {
-		return s.opErr("fenced write for", l.Name, err)
+		return nil, s.opErr("fenced write for", leasesOf(l.Name), err)
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, s.boundSQL(l.TTL)); err != nil {
-		return s.opErr("bound fenced write for", l.Name, err)
+	t := &fencedTx{s: s, conn: conn}
+	if _, err = conn.ExecContext(ctx, s.boundSQL(trust)); err == nil {
+		t.tx, err = conn.BeginTx(ctx, nil)
 	}
-	err = s.fenced(ctx, conn, t, l, fn)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
-	defer cancel()
-	if _, rerr := conn.ExecContext(rctx, s.restoreSQL()); rerr != nil {
-		// Never hand a connection with our limits back to the pool.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	if err != nil {
+		t.end()
+		return nil, s.opErr("begin fenced write for", leasesOf(l.Name), err)
 	}
-	return err
+	return t, nil
 }
 
-func (s *Store) fenced(ctx context.Context, conn *sql.Conn, t elector.Term, l elector.Lease, fn func(context.Context, *sql.Tx) error) error {
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return s.opErr("fenced write for", l.Name, err)
-	}
-	defer func() { _ = tx.Rollback() }()
+// Held reads the lease row of l's term with a shared lock, which keeps the
+// term current until the transaction ends.
+func (t *fencedTx) Held(ctx context.Context, l elector.Lease) error {
 	var token uint64
-	err = tx.QueryRowContext(ctx, s.sqlFence, l.Name, l.Token, l.Holder).Scan(&token)
+	err := t.tx.QueryRowContext(ctx, t.s.sqlFence, l.Name, l.Token, l.Holder).Scan(&token)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("mysqllease: fenced write for lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 	case err != nil:
-		return s.opErr("fenced write for", l.Name, err)
-	}
-	if err := fn(ctx, tx); err != nil {
-		return err
-	}
-	if err := termEnded(t, l); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return s.opErr("commit fenced write for", l.Name, err)
+		return t.s.opErr("fenced write for", leasesOf(l.Name), err)
 	}
 	return nil
 }
 
-// trusted is implemented by the terms of [elector.LeaseElector]:
-// TrustRemaining is 0 once the term ended or its trust window closed, and a
-// call that finds the window closed ends the term.
-type trusted interface{ TrustRemaining() time.Duration }
+func (t *fencedTx) Commit(context.Context) error {
+	defer t.end()
+	return t.tx.Commit()
+}
 
-// termEnded returns an error wrapping [elector.ErrLeaseLost] if the term t
-// of the lease l has ended or, for a term that tells, is no longer trusted.
-func termEnded(t elector.Term, l elector.Lease) error {
-	expired := false
-	if tr, ok := t.(trusted); ok {
-		expired = tr.TrustRemaining() <= 0 // which ends the term if its trust window closed
+func (t *fencedTx) Rollback(context.Context) error {
+	defer t.end()
+	return t.tx.Rollback()
+}
+
+// end restores the connection's limits and gives it back to the pool, or
+// drops it if they could not be restored.
+func (t *fencedTx) end() {
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	if _, err := t.conn.ExecContext(ctx, t.s.restoreSQL()); err != nil {
+		_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
-	select {
-	case <-t.Done():
-		return fmt.Errorf("mysqllease: fenced write for lease %q token %d: the term has ended (%w): %w",
-			l.Name, l.Token, t.Err(), elector.ErrLeaseLost)
-	default:
-	}
-	if expired { // a Term of another make, which did not end itself
-		return fmt.Errorf("mysqllease: fenced write for lease %q token %d: the term's trust window has closed (%w): %w",
-			l.Name, l.Token, elector.ErrLeaseExpired, elector.ErrLeaseLost)
-	}
-	return nil
+	_ = t.conn.Close()
 }
 
 // restoreTimeout bounds restoring the connection's limits after a fenced
@@ -143,10 +97,13 @@ const (
 	savedStmt     = "@leaderaware_stmt"
 )
 
-// boundSQL saves the connection's limits and sets them to ttl.
-func (s *Store) boundSQL(ttl time.Duration) string {
-	secs := strconv.FormatInt(ceilSeconds(ttl), 10)
-	stmtVar, stmtVal := s.statementLimit(ttl)
+// boundSQL saves the connection's limits and sets them to d, the term's
+// trust: the lock wait, the idle time (so that a client frozen
+// mid-transaction is cut off and its row lock freed) and the statement
+// time, rounded up to whole seconds where the variable counts seconds.
+func (s *Store) boundSQL(d time.Duration) string {
+	secs := strconv.FormatInt(ceilSeconds(d), 10)
+	stmtVar, stmtVal := s.statementLimit(d)
 	return "SET " + savedLockWait + " = @@SESSION.innodb_lock_wait_timeout, " +
 		savedWait + " = @@SESSION.wait_timeout, " +
 		savedStmt + " = @@SESSION." + stmtVar + ", " +
@@ -165,13 +122,13 @@ func (s *Store) restoreSQL() string {
 }
 
 // statementLimit names the server's statement time limit variable and its
-// value for ttl: max_statement_time in seconds on MariaDB,
-// max_execution_time in milliseconds on MySQL.
-func (s *Store) statementLimit(ttl time.Duration) (string, string) {
+// value for d: max_statement_time in seconds on MariaDB, max_execution_time
+// in milliseconds on MySQL (which bounds SELECTs only).
+func (s *Store) statementLimit(d time.Duration) (string, string) {
 	if s.mariaDB {
-		return "max_statement_time", strconv.FormatFloat(ttl.Seconds(), 'f', 6, 64)
+		return "max_statement_time", strconv.FormatFloat(d.Seconds(), 'f', 6, 64)
 	}
-	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	ms := (d + time.Millisecond - 1) / time.Millisecond
 	return "max_execution_time", strconv.FormatInt(int64(ms), 10)
 }
 
@@ -180,7 +137,7 @@ func (s *Store) statementLimit(ttl time.Duration) (string, string) {
 func ceilSeconds(d time.Duration) int64 {
 	const maxSecs = 365 * 24 * 3600
 	secs := int64(d / time.Second)
-	if d%time.Second != 0 && secs < math.MaxInt64 {
+	if d%time.Second != 0 {
 		secs++
 	}
 	return min(max(secs, 1), maxSecs)

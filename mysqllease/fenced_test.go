@@ -25,6 +25,8 @@ func (f fakeTerm) Lease() elector.Lease  { return f.l }
 func (f fakeTerm) Done() <-chan struct{} { return nil }
 func (f fakeTerm) Err() error            { return nil }
 
+func (f fakeTerm) TrustRemaining() time.Duration { return f.l.TTL }
+
 func termCtx(ctx context.Context, l elector.Lease) context.Context {
 	return elector.ContextWithTerm(ctx, fakeTerm{l: l})
 }
@@ -155,7 +157,8 @@ func TestFencedNoTerm(t *testing.T) {
 }
 
 // TestFencedBoundsTheSession: inside fn the connection's server limits are
-// the lease TTL; afterwards the connection has its own back.
+// the trust the term has left (not its TTL); afterwards the connection has
+// its own back.
 func TestFencedBoundsTheSession(t *testing.T) {
 	s := openStore(t, "")
 	s.DB().SetMaxOpenConns(1) // every query below runs on the one connection
@@ -177,10 +180,11 @@ func TestFencedBoundsTheSession(t *testing.T) {
 	before := read(s.DB())
 	require.Equal(t, limits{41, 4242, before.stmt, true}, before)
 
-	l, err := s.TryAcquire(ctx, "job", "a", 1500*time.Millisecond, elector.Lease{})
+	l, err := s.TryAcquire(ctx, "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
+	term := elector.ContextWithTerm(ctx, &trustTerm{fakeTerm: fakeTerm{l: l}, left: 1500 * time.Millisecond})
 	var inside limits
-	require.NoError(t, s.Fenced(termCtx(ctx, l), func(ctx context.Context, tx *sql.Tx) error {
+	require.NoError(t, s.Fenced(term, func(ctx context.Context, tx *sql.Tx) error {
 		inside = read(tx)
 		return nil
 	}))
@@ -188,12 +192,12 @@ func TestFencedBoundsTheSession(t *testing.T) {
 	if !s.mariaDB {
 		want.stmt = 1500 // max_execution_time, milliseconds
 	}
-	assert.Equal(t, want, inside, "limits inside the fenced write: the TTL, rounded up to seconds where counted in seconds")
+	assert.Equal(t, want, inside, "limits inside the fenced write: the trust left, rounded up to seconds where counted in seconds")
 	assert.Equal(t, before, read(s.DB()), "limits after the fenced write")
 
 	// A refused write restores them too.
 	require.NoError(t, s.Release(ctx, l))
-	require.ErrorIs(t, s.Fenced(termCtx(ctx, l), func(context.Context, *sql.Tx) error { return nil }), elector.ErrLeaseLost)
+	require.ErrorIs(t, s.Fenced(term, func(context.Context, *sql.Tx) error { return nil }), elector.ErrLeaseLost)
 	assert.Equal(t, before, read(s.DB()))
 }
 

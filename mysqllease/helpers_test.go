@@ -110,15 +110,3 @@ func openStore(t testing.TB, table string, opts ...Option) *Store {
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
 }
-
-// woken reports whether ch receives within d.
-func woken(ch <-chan struct{}, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-timer.C:
-		return false
-	}
-}

@@ -25,19 +25,12 @@ const NewTimeout = 30 * time.Second
 
 // Open connects to the MySQL or MariaDB database that dsn names, in the
 // go-sql-driver/mysql format (user:password@tcp(host:3306)/dbname?param=value),
-// creates the lease table if need be (see [SchemaVersion]) and returns a
-// Store with two pools of its own, which [Store.Close] closes: a small one
-// for lease traffic ([WithLeaseConns] connections, statements interpolated
-// client-side, one round trip each) and one for the jobs ([Store.DB]), so
-// that job queries cannot starve renewals.
-//
-// The DSN must name a database. Unless it sets them, Open sets timeout
-// [DefaultDialTimeout], readTimeout [DefaultReadTimeout] and writeTimeout
-// [DefaultWriteTimeout]; raise readTimeout in the DSN if jobs run single
-// statements longer than that on [Store.DB]. The lease connections run
-// with autocommit on whatever the DSN says (an ORM's autocommit=0 stays on
-// [Store.DB]); a read-only session or server is refused. Errors name the
-// user, address and database, never the password.
+// creates the lease table if need be and returns a Store with pools of its
+// own, which [Store.Close] closes. The DSN must name a database. Unless it
+// sets them, Open sets timeout [DefaultDialTimeout], readTimeout
+// [DefaultReadTimeout] and writeTimeout [DefaultWriteTimeout]; raise
+// readTimeout if jobs run longer statements on [Store.DB]. A read-only
+// session or server is refused. Errors never contain the password.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -76,15 +69,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 }
 
 // New returns a Store on db, a go-sql-driver/mysql pool that the caller
-// keeps: [Store.Close] does not close it. Fenced writes and [Store.DB] use
-// db. Lease statements run on [WithLeaseConns] connections that the store
-// reserves from db (the first at once, the others when concurrent lease
-// operations need them) and keeps until Close, so that job queries holding
-// db's other connections cannot starve renewals; count them in db's
-// SetMaxOpenConns. New checks or creates the lease table like [Open],
-// within [NewTimeout], and refuses a pool with autocommit off or a
-// read-only session. The DSN's interpolateParams=true saves a round trip
-// per lease statement.
+// keeps ([Store.Close] does not close it), checking or creating the lease
+// table like [Open] within [NewTimeout]. The store reserves
+// [WithLeaseConns] of db's connections until Close: count them in db's
+// SetMaxOpenConns. A pool with autocommit off or a read-only session is
+// refused. The DSN's interpolateParams=true saves a round trip per lease
+// statement.
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mysqllease: New: nil *sql.DB")
@@ -116,7 +106,6 @@ func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o
 		secret:       secret,
 	}
 	s.prepareSQL()
-	s.watch.init(s)
 	err := leases.do(ctx, func(q querier) error {
 		if err := checkSession(ctx, q); err != nil {
 			return err
@@ -162,18 +151,14 @@ func parseDSN(dsn string) (cfg *mysql.Config, err error) {
 		return nil, fmt.Errorf("mysqllease: DSN for %s names no database; add one after the slash: user:password@tcp(host:3306)/dbname", target(cfg))
 	}
 	set := dsnParams(dsn)
-	for _, d := range []struct {
-		param string
-		field *time.Duration
-		def   time.Duration
-	}{
-		{"timeout", &cfg.Timeout, DefaultDialTimeout},
-		{"readTimeout", &cfg.ReadTimeout, DefaultReadTimeout},
-		{"writeTimeout", &cfg.WriteTimeout, DefaultWriteTimeout},
-	} {
-		if !set[d.param] {
-			*d.field = d.def
-		}
+	if !set["timeout"] {
+		cfg.Timeout = DefaultDialTimeout
+	}
+	if !set["readTimeout"] {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if !set["writeTimeout"] {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	return cfg, nil
 }
@@ -263,14 +248,13 @@ func passwordOf(dsn string) string {
 	return pw
 }
 
-// Close stops the lease watcher and waits for it, gives back the
-// connections reserved from New's pool, and closes the pools Open made.
-// Operations after Close return [ErrClosed]. Close is idempotent.
+// Close gives back the connections reserved from New's pool and closes the
+// pools Open made. Operations after Close return [ErrClosed]. Close is
+// idempotent.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.watch.close()
 		err = s.leases.close()
 		if s.owns {
 			err = errors.Join(err, s.jobs.Close())

@@ -36,8 +36,6 @@ func TestOpenBadInput(t *testing.T) {
 		{"table with a dash", "app@tcp(x)/app", []Option{WithTable("lease-s")}, `table name "lease-s" has the character '-'`},
 		{"table with a backquote", "app@tcp(x)/app", []Option{WithTable("a`b")}, "has the character '`'"},
 		{"table too long", "app@tcp(x)/app", []Option{WithTable(strings.Repeat("t", 57))}, "is 57 bytes; at most 56"},
-		{"zero poll interval", "app@tcp(x)/app", []Option{WithPollInterval(0)}, "poll interval 0s must be between 1ms and 24h0m0s"},
-		{"negative poll interval", "app@tcp(x)/app", []Option{WithPollInterval(-time.Second)}, "poll interval -1s"},
 		{"no lease connections", "app@tcp(x)/app", []Option{WithLeaseConns(0)}, "lease connections 0 must be between 1 and 64"},
 		{"too many lease connections", "app@tcp(x)/app", []Option{WithLeaseConns(1000)}, "lease connections 1000"},
 	} {

@@ -2,7 +2,6 @@ package mysqllease
 
 import (
 	"fmt"
-	"time"
 )
 
 // Defaults of the options.
@@ -10,10 +9,6 @@ const (
 	// DefaultTable is the lease table unless [WithTable] says otherwise. The
 	// schema version lives in DefaultTable + "_version".
 	DefaultTable = "leaderaware_leases"
-	// DefaultPollInterval is the longest the lease watcher waits between
-	// two reads of the watched leases (each wait is jittered to between half
-	// and all of it) unless [WithPollInterval] says otherwise.
-	DefaultPollInterval = 250 * time.Millisecond
 	// DefaultLeaseConns is how many connections carry lease traffic unless
 	// [WithLeaseConns] says otherwise.
 	DefaultLeaseConns = 2
@@ -22,7 +17,6 @@ const (
 // Limits of the options.
 const (
 	maxTableLen    = 64 - len(versionSuffix) // MySQL identifiers are at most 64 characters
-	minPoll        = time.Millisecond
 	maxLeaseConns  = 64
 	versionSuffix  = "_version"
 	tableNameChars = "ASCII letters, digits, _ and $"
@@ -34,12 +28,11 @@ type Option interface{ apply(*options) }
 
 type options struct {
 	table      string
-	poll       time.Duration
 	leaseConns int
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{table: DefaultTable, poll: DefaultPollInterval, leaseConns: DefaultLeaseConns}
+	o := options{table: DefaultTable, leaseConns: DefaultLeaseConns}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -48,17 +41,11 @@ func buildOptions(opts []Option) (options, error) {
 	if err := validTable(o.table); err != nil {
 		return o, err
 	}
-	if o.poll < minPoll || o.poll > maxPollInterval {
-		return o, fmt.Errorf("mysqllease: poll interval %v must be between %v and %v", o.poll, minPoll, maxPollInterval)
-	}
 	if o.leaseConns < 1 || o.leaseConns > maxLeaseConns {
 		return o, fmt.Errorf("mysqllease: lease connections %d must be between 1 and %d", o.leaseConns, maxLeaseConns)
 	}
 	return o, nil
 }
-
-// maxPollInterval is the longest poll interval: the elector's longest TTL.
-const maxPollInterval = 24 * time.Hour
 
 func validTable(name string) error {
 	switch {
@@ -84,17 +71,6 @@ func (o tableOption) apply(opts *options) { opts.table = string(o) }
 // name is 1–56 ASCII letters, digits, _ or $. Stores that must not see each
 // other's leases, such as tests sharing one database, use different tables.
 func WithTable(table string) Option { return tableOption(table) }
-
-type pollOption time.Duration
-
-func (o pollOption) apply(opts *options) { opts.poll = time.Duration(o) }
-
-// WithPollInterval sets how long the store's lease watcher waits at most
-// between reads of the leases that candidates watch (default
-// [DefaultPollInterval]; 1ms to 24h). A release by another process wakes
-// the candidates of this one within about one interval. See
-// [Store.WatchLease] for the cost.
-func WithPollInterval(d time.Duration) Option { return pollOption(d) }
 
 type leaseConnsOption int
 

@@ -16,13 +16,10 @@ import (
 	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
-// Store is an [elector.Store] on one MySQL or MariaDB lease table. It keeps
-// no clock: leases are compare-and-set by token and version, and candidates
-// decide expiry on their own clocks (see the elector package). It also
-// implements [elector.LeaseWatcher] and [elector.ReleaseWatcher], and offers
-// fenced writes ([Store.Fenced]).
-//
-// A Store is safe for concurrent use. Close it when done.
+// Store is an [elector.Store] on one MySQL or MariaDB lease table, which
+// reads and renews leases in bulk ([elector.BulkReader],
+// [elector.BatchRenewer]) and offers fenced writes ([Store.Fenced]). Close it
+// when done.
 type Store struct {
 	leases *leasePool
 	jobs   *sql.DB // fenced writes; Open's own, or New's caller's
@@ -36,9 +33,7 @@ type Store struct {
 	mariaDB             bool   // the server is MariaDB (max_statement_time)
 
 	sqlRead, sqlInsert, sqlTake, sqlRenew, sqlRelease, sqlFence string
-	sqlWatch                                                    string // ends in "IN (": the names follow
-
-	watch watcher
+	sqlGetMany                                                  string // ends in "IN (": the names follow
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -46,8 +41,8 @@ type Store struct {
 
 var _ interface {
 	elector.Store
-	elector.LeaseWatcher
-	elector.ReleaseWatcher
+	elector.BulkReader
+	elector.BatchRenewer
 } = (*Store)(nil)
 
 // nowMicros is the server's UTC clock in microseconds since the Unix epoch,
@@ -62,23 +57,14 @@ const writtenAt = `TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')`
 // leaseColumns are the columns of a lease row that scanLease scans.
 const leaseColumns = `name, holder, token, version, ttl_us, released, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', written_at)`
 
-// prepareSQL builds the statements. Every lease write is one autocommit
-// statement: a client that freezes or is cut off holds no lock on a lease
-// row while it does not run. What a write made that the caller does not
-// know already (the new token of a term, the new version of a renewal)
-// comes back in the OK packet as LAST_INSERT_ID(expr), which the driver
-// returns as the result's LastInsertId; the table has no AUTO_INCREMENT
-// column to compete for it.
+// prepareSQL builds the statements (see How it works in the package
+// documentation). The table has no AUTO_INCREMENT column to compete for
+// LAST_INSERT_ID.
 func (s *Store) prepareSQL() {
 	t := s.table
 	s.sqlRead = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name = ?`
-	s.sqlWatch = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name IN (`
-	// A new row's token is the server's clock in microseconds, and a new
-	// term's token is at least that: tokens keep growing after the rows are
-	// deleted or the table truncated (see the package documentation).
-	// Every write floors the new version at that clock too, so that
-	// versions never repeat after the rows were rolled back (a failover to
-	// a standby that lagged, a restore). A new row's version is its token.
+	s.sqlGetMany = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name IN (`
+	// A new row's version is its token.
 	s.sqlInsert = `INSERT INTO ` + t + ` (name, holder, token, version, ttl_us, released, written_at)
 VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), ` + nowMicros + `, ?, FALSE, ` + writtenAt + `)`
 	// The compare-and-set is on the exact state the candidate just read:
@@ -93,7 +79,7 @@ VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), ` + nowMicros + `, ?, FALSE, ` 
 WHERE name = ? AND token = ? AND version = ?`
 	s.sqlRenew = `UPDATE ` + t + ` SET version = LAST_INSERT_ID(GREATEST(version + 1, ` + nowMicros + `)), ttl_us = ?, written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
-	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = LAST_INSERT_ID(GREATEST(version + 1, ` + nowMicros + `)), written_at = ` + writtenAt + `
+	s.sqlRelease = `UPDATE ` + t + ` SET released = TRUE, version = GREATEST(version + 1, ` + nowMicros + `), written_at = ` + writtenAt + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released`
 	s.sqlFence = `SELECT token FROM ` + t + `
 WHERE name = ? AND token = ? AND holder = ? AND NOT released LOCK IN SHARE MODE`
@@ -103,8 +89,7 @@ WHERE name = ? AND token = ? AND holder = ? AND NOT released LOCK IN SHARE MODE`
 func quote(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
 
 // DB returns the pool for the jobs' own queries and [Store.Fenced]: the one
-// [Open] made (Close closes it), or the one given to [New]. Lease traffic
-// never waits for its connections.
+// [Open] made (Close closes it), or the one given to [New].
 func (s *Store) DB() *sql.DB { return s.jobs }
 
 // Table returns the quoted name of the lease table, ready to use in SQL.
@@ -114,23 +99,11 @@ func (s *Store) Table() string { return s.table }
 // changes between its read and its write.
 const acquireAttempts = 5
 
-// TryAcquire implements [elector.Store]. It reads the lease first: a held
-// lease that is not observed is refused with a *[elector.HeldError] from
-// that plain SELECT, without locks or writes. Otherwise one autocommit
-// statement takes it: an UPDATE whose WHERE repeats the compare-and-set on
-// the token and version just read (free, or still observed), or an INSERT
-// for a new name. If the lease changed in between, the statement changes
-// nothing and TryAcquire reads again. The returned lease is the one the
-// statement wrote, with no read back: its token comes back as the
-// statement's LAST_INSERT_ID, and its version follows from it.
-//
-// A takeover that waits for the row lock (behind a fenced write) gives up
-// when ctx ends; on MariaDB the server gives up with it (the statement
-// carries ctx's deadline as max_statement_time), so a candidate that gave
-// up does not take the lease later. MySQL bounds no UPDATE by time: there
-// the takeover may still go through once the lock is free, and the lease
-// then has a term that nobody runs, until a candidate has watched it for
-// its TTL.
+// TryAcquire implements [elector.Store]. A takeover waiting for the row
+// lock (behind a fenced write) gives up when ctx ends; on MySQL, which
+// bounds no UPDATE by time, it may still go through once the lock is free,
+// leaving a term that nobody runs until a candidate has watched it for its
+// TTL.
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := s.check(ctx, name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -145,7 +118,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	})
 	var held *elector.HeldError
 	if err != nil && !errors.As(err, &held) {
-		return elector.Lease{}, s.opErr("acquire", name, err)
+		return elector.Lease{}, s.opErr("acquire", leasesOf(name), err)
 	}
 	return l, err
 }
@@ -172,11 +145,7 @@ func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl
 		}
 		// The lease changed since the read: read it again.
 	}
-	err := fmt.Errorf("the lease changed between read and write %d times in a row", acquireAttempts)
-	if lastErr != nil {
-		err = fmt.Errorf("%w; last: %w", err, lastErr)
-	}
-	return elector.Lease{}, err
+	return elector.Lease{}, errors.Join(fmt.Errorf("the lease changed between read and write %d times in a row", acquireAttempts), lastErr)
 }
 
 // take starts holder's term in one statement if the lease is still cur,
@@ -227,11 +196,7 @@ func (s *Store) bounded(ctx context.Context, query string) string {
 // maxStatementTime is the longest max_statement_time MariaDB accepts.
 const maxStatementTime = 31536000 * time.Second
 
-// Renew implements [elector.Store] with one autocommit UPDATE that matches
-// name, token and holder of an unreleased lease, bumps the version and
-// records ttl; the new version comes back as the statement's
-// LAST_INSERT_ID. If no row matched, it returns an error wrapping
-// [elector.ErrLeaseLost] and nothing changes.
+// Renew implements [elector.Store].
 func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
 	if err := s.check(ctx, l.Name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -244,67 +209,48 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	})
 	switch {
 	case err != nil:
-		return elector.Lease{}, s.opErr("renew", l.Name, err)
+		return elector.Lease{}, s.opErr("renew", leasesOf(l.Name), err)
 	case version == 0:
 		return elector.Lease{}, fmt.Errorf("mysqllease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 	}
-	return elector.Lease{
-		Name: l.Name, Holder: l.Holder, Token: l.Token, Version: version,
-		TTL: fromMicros(micros(ttl)), Written: time.UnixMicro(written),
-	}, nil
+	return renewed(l, ttl, version, written), nil
 }
 
-// Release implements [elector.Store]. One UPDATE marks the lease released
-// and bumps its version (the row and its token stay) if l is still the
-// current, unreleased term; the watchers of this Store learn it at once,
-// those of other Stores at their next poll. Otherwise it changes nothing and
-// returns nil.
+// renewed is term l renewed for ttl to version, written at written.
+func renewed(l elector.Lease, ttl time.Duration, version uint64, written int64) elector.Lease {
+	l.Version, l.TTL, l.Written = version, fromMicros(micros(ttl)), time.UnixMicro(written)
+	return l
+}
+
+// Release implements [elector.Store]; the row and its token stay.
 func (s *Store) Release(ctx context.Context, l elector.Lease) error {
-	if err := s.check(ctx, l.Name, time.Second); err != nil {
+	if err := s.check(ctx, l.Name, elector.MinTTL); err != nil {
 		return err
 	}
-	var version, at uint64
-	err := s.leases.do(ctx, func(q querier) (err error) {
-		version, err = wrote(q.ExecContext(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder))
-		at = s.watch.mark()
+	err := s.leases.do(ctx, func(q querier) error {
+		_, err := q.ExecContext(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder)
 		return err
 	})
 	if err != nil {
-		return s.opErr("release", l.Name, err)
-	}
-	if version != 0 {
-		s.watch.released(l.Name, leaseState{token: l.Token, version: version, free: true}, at)
+		return s.opErr("release", leasesOf(l.Name), err)
 	}
 	return nil
 }
 
-// Get implements [elector.Store]: the unreleased lease of name, or an error
-// wrapping [elector.ErrNoLease].
+// Get implements [elector.Store].
 func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
-	if err := s.check(ctx, name, time.Second); err != nil {
-		return elector.Lease{}, err
-	}
-	var (
-		l        elector.Lease
-		released bool
-	)
-	err := s.leases.do(ctx, func(q querier) (err error) {
-		l, released, err = s.read(ctx, q, name)
-		return err
-	})
+	ls, err := s.GetMany(ctx, []string{name})
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && released:
-		return elector.Lease{}, fmt.Errorf("mysqllease: lease %q: %w", name, elector.ErrNoLease)
 	case err != nil:
-		return elector.Lease{}, s.opErr("get", name, err)
+		return elector.Lease{}, err
+	case ls[0].Token == 0:
+		return elector.Lease{}, fmt.Errorf("mysqllease: lease %q: %w", name, elector.ErrNoLease)
 	}
-	return l, nil
+	return ls[0], nil
 }
 
 // read reads the row of name, released or not.
-func (s *Store) read(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, name string) (elector.Lease, bool, error) {
+func (s *Store) read(ctx context.Context, q querier, name string) (elector.Lease, bool, error) {
 	return scanLease(q.QueryRowContext(ctx, s.sqlRead, name))
 }
 
@@ -335,12 +281,13 @@ func (s *Store) check(ctx context.Context, name string, ttl time.Duration) error
 	return nil
 }
 
-func (s *Store) opErr(op, name string, err error) error {
+// opErr wraps err of operation op on what (see leasesOf).
+func (s *Store) opErr(op, what string, err error) error {
 	err = withoutSecret(err, s.secret)
 	if s.closed.Load() {
-		return fmt.Errorf("mysqllease: %s lease %q: %w (%v)", op, name, ErrClosed, err)
+		return fmt.Errorf("mysqllease: %s %s: %w (%v)", op, what, ErrClosed, err)
 	}
-	return fmt.Errorf("mysqllease: %s lease %q in %s on %s: %w", op, name, s.table, s.target, err)
+	return fmt.Errorf("mysqllease: %s %s in %s on %s: %w", op, what, s.table, s.target, err)
 }
 
 func affected(res sql.Result, err error) (int64, error) {

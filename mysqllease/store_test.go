@@ -107,13 +107,15 @@ func TestClosed(t *testing.T) {
 	_, err = s.Get(ctx, "x")
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.ErrorIs(t, s.Release(ctx, elector.Lease{Name: "x", Token: 1}), ErrClosed)
-	ch, stop := s.WatchRelease("x")
-	stop()
-	assert.False(t, woken(ch, 10*time.Millisecond))
+	_, err = s.GetMany(ctx, []string{"x"})
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = s.RenewMany(ctx, []elector.Lease{{Name: "x", Token: 1, TTL: time.Minute}})
+	assert.ErrorIs(t, err, ErrClosed)
 }
 
 // TestWritesReturnWhatTheyWrote: every write is one statement whose result
-// the store builds from what it sent and the statement's LAST_INSERT_ID,
+// the store builds from what it sent and the statement's LAST_INSERT_ID
+// (RenewMany included),
 // without a read back. The lease it returns must be the row as Get reads
 // it, on Open's pool (statements interpolated) and on a pool of New
 // (prepared), with and without clientFoundRows (RowsAffected then counts
@@ -153,6 +155,11 @@ func TestWritesReturnWhatTheyWrote(t *testing.T) {
 				require.NoError(t, err)
 				same("renew", r)
 				assert.Greater(t, r.Version, a.Version)
+				many, err := s.RenewMany(ctx, []elector.Lease{r})
+				require.NoError(t, err)
+				same("renew many", many[0])
+				assert.Greater(t, many[0].Version, r.Version)
+				r = many[0]
 				b, err := s.TryAcquire(ctx, "job", "b", time.Minute, r) // takeover: UPDATE
 				require.NoError(t, err)
 				same("takeover", b)
@@ -169,6 +176,13 @@ func TestWritesReturnWhatTheyWrote(t *testing.T) {
 				assert.Greater(t, c.Version, b.Version+1, "the release wrote a version between")
 				_, err = s.Renew(ctx, b, time.Minute)
 				require.ErrorIs(t, err, elector.ErrLeaseLost, "renewal of a released term")
+				d, err := s.TryAcquire(ctx, "job2", "d", time.Minute, elector.Lease{})
+				require.NoError(t, err)
+				require.NoError(t, s.Release(ctx, d))
+				many, err = s.RenewMany(ctx, []elector.Lease{d, c})
+				require.NoError(t, err)
+				assert.Equal(t, elector.Lease{}, many[0], "batch renewal of a released term")
+				same("renew many", many[1])
 			})
 		}
 	}

@@ -10,24 +10,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Sentinel errors. Callers branch on them with [errors.Is].
 var (
-	// ErrSchemaTooNew is returned by [Open] and [New] when the lease table was
-	// created or migrated by a newer pglease than this one. Nothing is
-	// changed; upgrade this program.
+	// ErrSchemaTooNew is returned by [Open] and [New] for a lease table of a
+	// newer pglease; nothing is changed.
 	ErrSchemaTooNew = errors.New("pglease: lease table schema is newer than this pglease supports")
-	// ErrClosed is returned by the operations of a [Store] after [Store.Close].
+	// ErrClosed is returned by a [Store]'s operations after [Store.Close].
 	ErrClosed = errors.New("pglease: store is closed")
 )
 
-// target describes the server and database of cfg for error messages: host,
-// port, database and user, never the password.
+// target names the server and database of cfg, never the password.
 func target(cfg *pgconn.Config) string {
 	return fmt.Sprintf("host=%s port=%d database=%s user=%s", cfg.Host, cfg.Port, cfg.Database, cfg.User)
 }
 
-// scrubbedError hides secrets in the text of the error it wraps. errors.Is
-// and errors.As still see the wrapped error.
+// scrubbedError hides secrets in the text of the error it wraps.
 type scrubbedError struct {
 	err     error
 	secrets []string
@@ -45,8 +41,7 @@ func scrub(s string, secrets []string) string {
 	return s
 }
 
-// withoutSecrets returns err with every occurrence of the secrets masked in
-// its text. It returns err itself when no secret occurs in it.
+// withoutSecrets returns err with the secrets masked in its text.
 func withoutSecrets(err error, secrets ...string) error {
 	if err == nil {
 		return nil
@@ -61,18 +56,15 @@ func withoutSecrets(err error, secrets ...string) error {
 }
 
 // isPoolerError reports whether err is what pgx's named prepared statements
-// get behind a transaction pooler, which gives each transaction whichever
-// server connection is free: the statement a connection prepared is
-// missing there (invalid_sql_statement_name), or another client's of the
-// same name is there already (duplicate_prepared_statement).
+// get behind a transaction pooler, which lends each transaction any server
+// connection: the statement is missing there (26000), or another client's
+// of the same name is there already (42P05).
 func isPoolerError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "42P05")
 }
 
-// poolerHint adds what to do to a transaction pooler's error (see
-// isPoolerError) of a statement on the jobs' pool, which runs in the DSN's
-// mode.
+// poolerHint adds what to do to a transaction pooler's error.
 func poolerHint(err error) error {
 	if isPoolerError(err) {
 		return fmt.Errorf("%w (behind a transaction pooler such as PgBouncer? set default_query_exec_mode=cache_describe in the DSN)", err)
@@ -82,10 +74,9 @@ func poolerHint(err error) error {
 
 var dsnPasswordRE = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
 
-// parseError reports a DSN that pgx could not parse. It does not wrap pgx's
-// error: a *pgconn.ParseConfigError keeps the whole DSN, password included,
-// in a public field. Its text is masked twice: by pgx, and here for every
-// password this function can recognize.
+// parseError reports a DSN that pgx could not parse, without wrapping pgx's
+// error (it keeps the whole DSN, password included, in a public field), its
+// text masked by pgx and again here.
 func parseError(dsn string, err error) error {
 	var secrets []string
 	if u, uerr := url.Parse(dsn); uerr == nil && u.User != nil {

@@ -86,9 +86,8 @@ func TestBackendsTerminated(t *testing.T) {
 	app := unique("leaderaware-fault-")
 	s := openStore(t, WithSchema(schema), WithApplicationName(app))
 	other := openStore(t, WithSchema(schema))
-	ch, stop := s.WatchRelease("fault")
-	defer stop()
-	waitListening(t, s, 1)
+	n := notifyOf(t, s)
+	n.listening(t)
 
 	l, err := s.TryAcquire(testCtx(t), "fault", "a", 5*time.Second, elector.Lease{})
 	require.NoError(t, err)
@@ -121,11 +120,10 @@ func TestBackendsTerminated(t *testing.T) {
 	assert.Equal(t, renewed.Version, got.Version, "the server must hold the renewal Renew reported")
 
 	// The listener comes back on its own; the release of another process
-	// then wakes the watcher.
-	waitListening(t, s, 2)
-	drain(ch) // the reconnect pokes every watcher; that wake does not count
+	// is then reported.
+	n.listening(t)
 	require.NoError(t, other.Release(testCtx(t), renewed))
-	assert.True(t, woken(ch, wakeBound), "a release after the termination must wake the watcher within %v", wakeBound)
+	assert.True(t, n.await(wakeBound, isFreed("fault")), "a release after the termination must be reported within %v", wakeBound)
 }
 
 // TestListenerBacksOff proves that a listener that cannot connect retries
@@ -137,16 +135,9 @@ func TestListenerBacksOff(t *testing.T) {
 	cfg.Port = 1 // nothing listens there: every attempt fails
 	cfg.Password = secretPW
 	var logs syncBuffer
-	l := &listener{
-		cfg:       cfg,
-		channel:   s.channel,
-		log:       slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		secrets:   []string{secretPW},
-		onNotify:  s.poke,
-		onListen:  s.pokeAll,
-		keepAlive: listenKeepAlive,
-		done:      make(chan struct{}),
-	}
+	s.opts.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s.secrets = append(s.secrets, secretPW)
+	l := &listener{s: s, cfg: cfg, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	go l.run(ctx)
@@ -154,7 +145,6 @@ func TestListenerBacksOff(t *testing.T) {
 	start := time.Now()
 	l.stop()
 	assert.Less(t, time.Since(start), time.Second, "stop must not wait out a backoff")
-	assert.Zero(t, l.sessions.Load())
 	out := logs.String()
 	assert.GreaterOrEqual(t, strings.Count(out, "reconnecting"), 2, "the listener must retry:\n%s", out)
 	assert.Contains(t, out, "127.0.0.1")

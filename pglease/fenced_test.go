@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // fencedFixture is a store in a fresh schema with a table "writes" that
@@ -230,35 +231,40 @@ func TestFrozenFencedWriteDoesNotBlockTakeover(t *testing.T) {
 }
 
 // TestFencedTrustWindow proves how long a fenced transaction may live: the
-// rest of the trust window of the term's last acquire or renew through this
-// Store, a whole window for a term another Store wrote, and nothing once the
-// window has closed (the write is refused with ErrLeaseExpired and fn never
-// runs). A lease without a TTL is refused as bad input.
+// server bounds its statements and idle waits by the trust the term has
+// left, and a term whose window has closed is refused with ErrLeaseExpired
+// (and ErrLeaseLost) before fn runs. A lease without a TTL is refused as bad
+// input.
 func TestFencedTrustWindow(t *testing.T) {
 	f := newFencedFixture(t)
-	other := openStore(t, WithSchema(f.s.schema))
-	const ttl = 300 * time.Millisecond
-	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", ttl, elector.Lease{})
+	l, err := f.s.TryAcquire(testCtx(t), "fenced", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)
-	window := ttl - elector.SafetyMargin(ttl)
-	assert.InDelta(t, window, f.s.trustLeft(l), float64(100*time.Millisecond))
-	assert.Equal(t, window, other.trustLeft(l), "a term this Store did not write gets a whole window")
-
-	time.Sleep(window)
+	const trust = 5 * time.Second
+	ctx := elector.ContextWithTerm(testCtx(t), fixedTerm{l: l, until: clock.Now().Add(trust)})
 	var called bool
-	err = f.s.FencedLease(testCtx(t), l, f.write(l, &called))
-	require.ErrorIs(t, err, elector.ErrLeaseExpired)
-	assert.False(t, called, "fn must not run once the trust window closed")
-
-	r, err := f.s.Renew(testCtx(t), l, ttl)
-	require.NoError(t, err)
-	require.NoError(t, f.s.FencedLease(testCtx(t), l, f.write(l, &called)), "a renewal opens a new window for the term")
+	require.NoError(t, f.s.Fenced(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for _, setting := range []string{"statement_timeout", "idle_in_transaction_session_timeout"} {
+			var ms int64
+			require.NoError(t, tx.QueryRow(ctx, "SELECT (extract(epoch FROM current_setting($1)::interval) * 1000)::bigint", setting).Scan(&ms))
+			assert.LessOrEqual(t, ms, trust.Milliseconds(), setting)
+			assert.Greater(t, ms, (trust - time.Second).Milliseconds(), setting)
+		}
+		return f.write(l, &called)(ctx, tx)
+	}))
 	assert.True(t, called)
 	assert.Equal(t, 1, f.count(t))
 
-	noTTL := r
+	called = false
+	ctx = elector.ContextWithTerm(testCtx(t), fixedTerm{l: l, until: clock.Now()})
+	err = f.s.Fenced(ctx, f.write(l, &called))
+	require.ErrorIs(t, err, elector.ErrLeaseExpired)
+	require.ErrorIs(t, err, elector.ErrLeaseLost)
+	assert.False(t, called, "fn must not run once the trust window closed")
+
+	noTTL := l
 	noTTL.TTL = 0
-	err = f.s.FencedLease(testCtx(t), noTTL, f.write(r, &called))
+	err = f.s.FencedLease(testCtx(t), noTTL, f.write(l, &called))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "TTL 0s")
+	assert.False(t, called)
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 )
 
@@ -77,36 +77,51 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// waitListening waits until s's listener has completed n LISTENs.
-func waitListening(t testing.TB, s *Store, n int64) {
-	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("listener session %d", n), func() bool {
-		s.mu.Lock()
-		l := s.listener
-		s.mu.Unlock()
-		return l != nil && l.sessions.Load() >= n
+// notified is what a Notify subscription of a Store reported.
+type notified chan elector.Change
+
+// notifyOf subscribes to s's Notify until t ends.
+func notifyOf(t testing.TB, s *Store) notified {
+	n := make(notified, 1000)
+	stop := s.Notify(func(c elector.Change) {
+		select {
+		case n <- c:
+		default:
+			t.Error("the test's buffer of changes is full")
+		}
 	})
+	t.Cleanup(stop)
+	return n
 }
 
-// drain empties ch.
-func drain(ch <-chan struct{}) {
+// await reports whether a change that match accepts arrives within d,
+// skipping others.
+func (n notified) await(d time.Duration, match func(elector.Change) bool) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	for {
 		select {
-		case <-ch:
-		default:
-			return
+		case c := <-n:
+			if match(c) {
+				return true
+			}
+		case <-timer.C:
+			return false
 		}
 	}
 }
 
-// woken reports whether ch receives within d.
-func woken(ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
+// listening waits until the listener (re)connected: it then asks for every
+// lease to be read again.
+func (n notified) listening(t testing.TB) {
+	t.Helper()
+	require.True(t, n.await(10*time.Second, isReread), "the listener did not connect within 10s")
+}
+
+// isReread reports whether c asks to read every lease again.
+func isReread(c elector.Change) bool { return c == elector.Change{} }
+
+// isFreed returns a matcher of the Change that reports name released.
+func isFreed(name string) func(elector.Change) bool {
+	return func(c elector.Change) bool { return c == freed(name) }
 }

@@ -11,38 +11,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
-// Connection settings of the pools and connections a Store makes.
+// Connection settings of the pools a Store makes (see How it works).
 const (
-	// defaultConnectTimeout bounds each connection attempt (TCP, TLS and
-	// startup) when the DSN sets no connect_timeout: a server that accepts
-	// TCP and never answers must not hang Open or a lease operation.
-	defaultConnectTimeout = 10 * time.Second
-	// pingTimeout bounds the health check (a ping) that the pool runs on a
-	// connection idle for a second or more before handing it out, so that a
-	// dead connection is replaced within the call that found it.
-	pingTimeout = 2 * time.Second
-	// leaseConns is the size of the pool of lease operations. They are short
-	// and never share it with job queries (see [Store.Pool]).
-	leaseConns = 2
+	defaultConnectTimeout = 10 * time.Second // when the DSN sets no connect_timeout
+	pingTimeout           = 2 * time.Second  // the pool's health check of an idle connection
+	leaseConns            = 2                // the lease pool's size
 )
 
-// Open connects to the PostgreSQL server that dsn names, a URL
-// ("postgres://user:pass@host:5432/db?sslmode=disable") or keyword/value
-// ("host=... dbname=...") string as pgx parses it, creates or migrates the
-// lease table (see [SchemaVersion]) and returns a Store on pools of its
-// own, which [Store.Close] closes.
-//
-// The DSN must name a database (or PGDATABASE must): an empty DSN, such as
-// an unset environment variable, is an error, not a connection to a default
-// database where another leader may run. Each connection attempt gives up
-// after the DSN's connect_timeout, or after 10 seconds if it sets none (or
-// 0), even when ctx has no deadline. Connections get application_name
-// [DefaultApplicationName] unless the DSN or [WithApplicationName] sets one.
-// A hot standby or a read-only session is refused (with several hosts in
-// the DSN, add target_session_attrs=read-write). Errors name the host, port, database and user, and never contain the
-// password.
+// Open connects to the server that dsn names (a URL or keyword/value
+// string, as pgx parses it), creates or migrates the lease table and
+// returns a Store on pools of its own. The DSN must name a database: an
+// empty DSN (an unset environment variable) is an error, not a default
+// database where another leader may run. A hot standby or a read-only
+// session is refused (with several hosts, add
+// target_session_attrs=read-write). Errors never contain the password.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -64,9 +50,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// parseDSN parses dsn into a pool configuration with pglease's settings:
-// the application name, and the connect and ping timeouts unless the DSN
-// sets them. Its errors never contain the password. It does not connect.
+// parseDSN parses dsn into a pool configuration with pglease's settings.
 func parseDSN(dsn string, o options) (*pgxpool.Config, error) {
 	if strings.TrimSpace(dsn) == "" {
 		return nil, errors.New("pglease: parse DSN: the DSN is empty (an unset environment variable?); " +
@@ -105,10 +89,8 @@ func withTimeouts(cfg *pgxpool.Config) {
 		if beforeClose != nil {
 			beforeClose(c)
 		}
-		// pgx closes a connection it gave up on (a context ended mid-read)
-		// in the background, reading until the server hangs up, for up to
-		// 15s, and the pool counts it until then. A dead network never hangs
-		// up: close the socket now.
+		// pgx closes a connection it gave up on in the background, reading
+		// for up to 15s; a dead network never answers: close the socket now.
 		if c.IsClosed() {
 			_ = c.PgConn().Conn().Close()
 		}
@@ -116,18 +98,16 @@ func withTimeouts(cfg *pgxpool.Config) {
 }
 
 // leaseConfig returns the configuration of the lease pool: cfg's, with
-// leaseConns connections at most and none kept open for their own sake.
+// leaseConns connections at most and none kept idle.
 func leaseConfig(cfg *pgxpool.Config) *pgxpool.Config {
 	lc := cfg.Copy()
 	lc.MaxConns, lc.MinConns, lc.MinIdleConns = leaseConns, 0, 0
 	return lc
 }
 
-// New returns a Store on pool, which the caller keeps: [Store.Close] does
-// not close it. The pool serves [Store.Pool] and fenced writes; lease
-// operations run on a small pool of the Store's own, with pool's connection
-// settings, and the listener on a connection of its own. pool must name a
-// database. New creates or migrates the lease table like [Open].
+// New is [Open] on pool, which serves [Store.Pool] and which the caller
+// keeps open; the Store makes its own lease connections with pool's
+// settings.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pglease: New: nil pool")
@@ -161,12 +141,11 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		channel:      channelName(o.schema, o.table),
 		target:       target(&cc.Config),
 		secrets:      []string{cc.Password},
-		watchers:     make(map[string]map[chan struct{}]struct{}),
-		stamps:       make(map[string]stamp),
+		subs:         make(map[*subscriber]struct{}),
 
 		listenKeepAlive: listenKeepAlive,
 	}
-	s.prepareSQL()
+	s.stmts = pgsql.For(s.table)
 	beforeConnect := leaseCfg.BeforeConnect
 	leaseCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
 		if s.pooled.Load() && cc.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
@@ -182,10 +161,6 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		return nil, fmt.Errorf("pglease: open %s: %w", s.target, withoutSecrets(err, s.secrets...))
 	}
 	s.leases = leases
-	if err := leases.Ping(ctx); err != nil {
-		leases.Close()
-		return nil, fmt.Errorf("pglease: connect to %s: %w", s.target, withoutSecrets(err, s.secrets...))
-	}
 	err = s.ready(ctx)
 	if s.usePoolerMode(err) {
 		err = s.ready(ctx)
@@ -205,31 +180,25 @@ func (s *Store) ready(ctx context.Context) error {
 	return s.ensureSchema(ctx)
 }
 
-// checkWritable refuses a lease connection on which every lease write would
-// fail: a hot standby, or a session whose transactions are read-only
-// (default_transaction_read_only on for the role, the database or in the
-// DSN). pgx itself skips such servers of a multi-host DSN only with
-// target_session_attrs=read-write.
+// checkWritable refuses a session on which every lease write would fail.
 func (s *Store) checkWritable(ctx context.Context) error {
 	var standby, readOnly bool
 	if err := s.leases.QueryRow(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')::boolean`).Scan(&standby, &readOnly); err != nil {
 		return fmt.Errorf("read whether the session is read-only: %w", err)
 	}
+	const multiHost = "; with several hosts in the DSN, add target_session_attrs=read-write"
 	switch {
 	case standby:
-		return errors.New("the server is a hot standby (in recovery), so every lease write would fail: connect to the primary; " +
-			"with several hosts in the DSN, add target_session_attrs=read-write")
+		return errors.New("the server is a hot standby (in recovery), so every lease write would fail: connect to the primary" + multiHost)
 	case readOnly:
 		return errors.New("the session is read-only (default_transaction_read_only is on, for the role, the database or in the DSN), " +
-			"so every lease write would fail: turn it off for the lease connections or connect to a writable server; " +
-			"with several hosts in the DSN, add target_session_attrs=read-write")
+			"so every lease write would fail: turn it off for the lease connections or connect to a writable server" + multiHost)
 	}
 	return nil
 }
 
 // channelName is the NOTIFY channel of a lease table:
-// "leaderaware:schema.table", or a hash of it when that exceeds PostgreSQL's
-// 63-byte limit.
+// "leaderaware:schema.table", hashed when longer than an identifier.
 func channelName(schema, table string) string {
 	name := "leaderaware:" + schema + "." + table
 	if len(name) <= maxIdentLen {
@@ -240,22 +209,20 @@ func channelName(schema, table string) string {
 	return "leaderaware:" + strconv.FormatUint(h.Sum64(), 16)
 }
 
-// Close stops the listener and the lease watcher and waits for them, then
-// closes the lease pool, and the pool of [Store.Pool] if [Open] made it.
-// Operations after Close return [ErrClosed]; channels of [Store.WatchLease]
-// receive nothing more. Close is idempotent and always returns nil; it is
-// an error so that Store fits io.Closer.
+// Close stops the listener, closes the Store's pools (not one given to
+// [New]) and returns nil. Operations after Close return [ErrClosed]; no
+// Notify callback runs after it returns.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed.Store(true)
 		l := s.listener
+		s.listener = nil
+		clear(s.subs)
 		s.mu.Unlock()
 		if l != nil {
 			l.stop()
 		}
-		s.leaseWatch.close()
-		s.stopRenewals()
 		s.leases.Close()
 		if s.ownsPool {
 			s.pool.Close()

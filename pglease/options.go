@@ -8,29 +8,20 @@ import (
 
 // Defaults of the options.
 const (
-	// DefaultSchema is the schema of the lease table unless [WithSchema] says
-	// otherwise.
-	DefaultSchema = "public"
-	// DefaultTable is the name of the lease table unless [WithTable] says
-	// otherwise. The schema version record lives in DefaultTable + "_version".
-	DefaultTable = "leaderaware_leases"
-	// DefaultApplicationName is the application_name that [Open] gives its
-	// connections unless the DSN or [WithApplicationName] sets one, so that
-	// the store's backends are easy to find in pg_stat_activity.
-	DefaultApplicationName = "leaderaware"
+	DefaultSchema          = "public"             // of the lease table ([WithSchema])
+	DefaultTable           = "leaderaware_leases" // the lease table ([WithTable])
+	DefaultApplicationName = "leaderaware"        // of the connections ([WithApplicationName])
 )
 
-// maxIdentLen is PostgreSQL's identifier limit (NAMEDATALEN - 1), in bytes.
-const maxIdentLen = 63
+const (
+	maxIdentLen   = 63         // PostgreSQL's identifier limit, in bytes
+	versionSuffix = "_version" // names the schema version table after the lease table
+)
 
-// versionSuffix names the schema version table after the lease table.
-const versionSuffix = "_version"
-
-// An Option configures [Open] and [New]. Options are values: the same
-// Option may be given to any number of stores.
+// An Option configures [Open] and [New]. The same Option may be given to
+// any number of stores.
 type Option interface{ apply(*options) }
 
-// options is what the Options set.
 type options struct {
 	schema  string
 	table   string
@@ -75,50 +66,39 @@ type schemaOption string
 
 func (o schemaOption) apply(opts *options) { opts.schema = string(o) }
 
-// WithSchema puts the lease table in schema (default [DefaultSchema]). The
-// store creates the schema if it does not exist. Stores that must not see
-// each other's leases, such as tests sharing one database, use different
-// schemas or tables.
+// WithSchema puts the lease table in schema, which the store creates if
+// missing.
 func WithSchema(schema string) Option { return schemaOption(schema) }
 
 type tableOption string
 
 func (o tableOption) apply(opts *options) { opts.table = string(o) }
 
-// WithTable names the lease table (default [DefaultTable]); its schema
-// version record lives in the table name + "_version". The name is quoted,
-// so it is used exactly as given; it may be at most 55 bytes.
+// WithTable names the lease table, exactly as given (at most 55 bytes);
+// its schema version record lives in table + "_version".
 func WithTable(table string) Option { return tableOption(table) }
 
 type appNameOption string
 
 func (o appNameOption) apply(opts *options) { opts.appName = string(o) }
 
-// WithApplicationName sets the application_name of the connections that
-// [Open] makes, overriding the DSN's (default: the DSN's, or
-// [DefaultApplicationName]). With [New] it applies only to the connections
-// the Store makes itself (for lease operations and the listener); the
-// caller's pool keeps its settings.
+// WithApplicationName sets the application_name of the connections the
+// Store makes, overriding the DSN's ([New]'s pool keeps its own).
 func WithApplicationName(name string) Option { return appNameOption(name) }
 
 type noListenerOption struct{}
 
 func (noListenerOption) apply(opts *options) { opts.listen = false }
 
-// WithoutListener turns off the LISTEN connection. [Store.WatchRelease] then
-// reports only releases made through the same Store, and candidates in other
-// processes notice a release at their next poll (elector Config.RetryInterval).
-// Use it where LISTEN is unavailable, e.g. behind a transaction pooler,
-// where the listener otherwise warns once that it hears nothing. Release
-// still sends its NOTIFY.
+// WithoutListener turns off the LISTEN connection, e.g. behind a
+// transaction pooler: [Store.Notify] then reports only the releases made
+// through the same Store, and the core notices the others at its next poll.
 func WithoutListener() Option { return noListenerOption{} }
 
 type loggerOption struct{ l *slog.Logger }
 
 func (o loggerOption) apply(opts *options) { opts.logger = o.l }
 
-// WithLogger sets where the store reports what it cannot return as an error:
-// the listener losing its connection and reconnecting, or hearing no
-// notifications at all (behind a transaction pooler). Default: nowhere.
-// Messages never contain the connection password.
+// WithLogger sets where the store reports what it cannot return as an
+// error (the listener's reconnects, a pooler detected). Default: nowhere.
 func WithLogger(l *slog.Logger) Option { return loggerOption{l} }

@@ -37,8 +37,7 @@ func TestBehindTransactionPooler(t *testing.T) {
 	require.NoError(t, err, "a second Open through the pooler")
 	t.Cleanup(func() { _ = b.Close() })
 	b.listenKeepAlive = 300 * time.Millisecond
-	_, stop := b.WatchRelease("job")
-	defer stop()
+	notifyOf(t, b)
 	assert.True(t, b.pooled.Load(), "b met a's statements at Open")
 
 	// The pooler's one server connection loses the statement a prepared:
@@ -114,14 +113,7 @@ func TestListenerHearsItsProbe(t *testing.T) {
 	var logs syncBuffer
 	s := openStore(t, WithSchema(freshSchema(t)), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	s.listenKeepAlive = 2 * time.Second
-	_, stop := s.WatchRelease("job")
-	defer stop()
-	waitFor(t, 10*time.Second, "the probe heard", func() bool {
-		s.mu.Lock()
-		l := s.listener
-		s.mu.Unlock()
-		return l != nil && l.probesHeard.Load() >= 1
-	})
-	time.Sleep(2 * s.listenKeepAlive)
+	notifyOf(t, s).listening(t)
+	time.Sleep(2 * s.listenKeepAlive) // past the first keepalive, when a deaf listener warns
 	assert.NotContains(t, logs.String(), "hears no notifications")
 }

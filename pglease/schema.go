@@ -10,9 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// SchemaVersion is the version of the lease table layout that this pglease
-// creates and understands. [Open] migrates older tables up to it and refuses
-// newer ones with [ErrSchemaTooNew].
+// SchemaVersion is the lease table layout this pglease creates; [Open]
+// migrates older tables to it and refuses newer ones ([ErrSchemaTooNew]).
 const SchemaVersion = 2
 
 // migrations[v-1] takes the tables from version v-1 to version v. Each runs
@@ -28,12 +27,8 @@ var migrations = []string{
 		acquired_at timestamptz NOT NULL,
 		renewed_at  timestamptz NOT NULL
 	)`,
-	// 2: the lease model of elapsed time. The store keeps no expiry: it
-	// records each holder's TTL and a version that grows with every write,
-	// and candidates measure leases on their own clocks. Existing rows stay
-	// held (no clock decides which had run out): candidates take them over
-	// after watching them for their TTL, as they would a lease whose holder
-	// died.
+	// 2: elapsed time: no expiry, but each holder's TTL and a version.
+	// Existing rows stay held, with the TTL they were last given.
 	`ALTER TABLE %[1]s
 		ADD COLUMN version    bigint      NOT NULL DEFAULT 1 CHECK (version > 0),
 		ADD COLUMN ttl_us     bigint,
@@ -52,41 +47,25 @@ var migrations = []string{
 		DROP COLUMN renewed_at`,
 }
 
-// schemaLockKey is the transaction-level advisory lock that serializes the
-// schema creation of every pglease store in a database, whatever its table.
+// schemaLockKey is the advisory lock of every pglease schema creation.
 var schemaLockKey = func() int64 {
 	h := fnv.New64a()
 	h.Write([]byte("github.com/leaderaware/leaderaware/pglease: schema"))
 	return int64(h.Sum64())
 }()
 
-// PostgreSQL error codes that mean the version table is not there yet.
-const (
-	codeUndefinedTable = "42P01"
-	codeInvalidSchema  = "3F000"
-)
-
-// ensureSchema creates or migrates the tables. The fast path is one SELECT of
-// the version record and needs no privilege beyond reading it; only a missing
-// or older schema takes the advisory lock and runs DDL, all in one
-// transaction, so that replicas starting together on a fresh database neither
-// fail nor see a half-made table.
+// ensureSchema creates or migrates the tables. When they are current it
+// only reads the version record; otherwise it runs the DDL in one
+// transaction behind an advisory lock, and decides again under the lock.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	st, err := s.tableState(ctx, s.leases)
-	switch {
-	case err == nil && st.version > SchemaVersion:
-		return s.tooNew(st.version)
-	case err == nil && st.version > 0 && !st.leases:
-		return s.leasesMissing(st.version)
-	case err == nil && st.leases:
-		if _, err := s.layoutVersion(st); err != nil {
+	if err != nil && !isMissingTable(err) {
+		return fmt.Errorf("read schema version of %s: %w", s.versionTable, err)
+	}
+	if err == nil {
+		if v, err := s.layoutVersion(st); err != nil || v == SchemaVersion && st.version == SchemaVersion {
 			return err
 		}
-		if st.version == SchemaVersion {
-			return nil
-		}
-	case err != nil && !isMissingTable(err):
-		return fmt.Errorf("read schema version of %s: %w", s.versionTable, err)
 	}
 	tx, err := s.leases.Begin(ctx)
 	if err != nil {
@@ -111,29 +90,19 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	)`, s.versionTable)); err != nil {
 		return fmt.Errorf("create %s: %w", s.versionTable, err)
 	}
-	st, err = s.tableState(ctx, tx)
-	if err != nil {
+	if st, err = s.tableState(ctx, tx); err != nil {
 		return fmt.Errorf("read schema version of %s: %w", s.versionTable, err)
 	}
-	recorded := st.version
-	if recorded > SchemaVersion {
-		return s.tooNew(recorded)
-	}
-	if recorded > 0 && !st.leases {
-		return s.leasesMissing(recorded)
-	}
-	v := recorded
-	if st.leases {
-		if v, err = s.layoutVersion(st); err != nil {
-			return err
-		}
+	v, err := s.layoutVersion(st)
+	if err != nil {
+		return err
 	}
 	for next := v + 1; next <= SchemaVersion; next++ {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(migrations[next-1], s.table)); err != nil {
 			return fmt.Errorf("migrate %s to schema version %d: %w", s.table, next, err)
 		}
 	}
-	if recorded < SchemaVersion {
+	if st.version < SchemaVersion {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (version) VALUES ($1)
 			ON CONFLICT (singleton) DO UPDATE SET version = excluded.version`, s.versionTable), SchemaVersion); err != nil {
 			return fmt.Errorf("record schema version %d in %s: %w", SchemaVersion, s.versionTable, err)
@@ -142,21 +111,17 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// tables is what Open reads of the lease table and its version record
-// before it decides what to do.
+// tables is what Open reads of the lease table and its version record.
 type tables struct {
 	version int      // recorded in the version table; 0 if it has no record
 	leases  bool     // the lease table exists
 	columns []string // of the lease table
 }
 
-// tableState reads the schema version recorded in the version table and
-// whether the lease table exists, with its columns, in one statement.
-func (s *Store) tableState(ctx context.Context, q queryRower) (tables, error) {
+// tableState reads tables in one statement.
+func (s *Store) tableState(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (tables, error) {
 	var st tables
 	var v *int
 	err := q.QueryRow(ctx, `SELECT (SELECT version FROM `+s.versionTable+`), to_regclass($1) IS NOT NULL,
@@ -168,19 +133,28 @@ func (s *Store) tableState(ctx context.Context, q queryRower) (tables, error) {
 	return st, err
 }
 
-// layouts[v] are the columns of the lease table at schema version v, which
-// migrations[v-1] made. Append with each migration.
+// layouts[v] are the lease table's columns at version v. Append.
 var layouts = [][]string{
 	1: {"name", "holder", "token", "expires_at", "acquired_at", "renewed_at"},
 	2: {"name", "holder", "token", "version", "ttl_us", "released", "written_at"},
 }
 
-// layoutVersion returns the schema version of the existing lease table:
-// the recorded one, or, when the record was lost, the newest layout it
-// has. It refuses a table that lacks a column of that layout, such as an
-// application's table or another store's version table that WithTable
-// named, before anything changes it.
+// layoutVersion returns the schema version of the lease table (0 when
+// there is none): the recorded one or, when the record was lost, the newest
+// layout it has. It refuses a version newer than this pglease's, a lease
+// table dropped while its record stayed, and a table without the lease
+// columns (an application's, or a version table, named by WithTable).
 func (s *Store) layoutVersion(st tables) (int, error) {
+	switch {
+	case st.version > SchemaVersion:
+		return 0, fmt.Errorf("%w: %s records version %d, this pglease knows up to %d; upgrade leaderaware",
+			ErrSchemaTooNew, s.versionTable, st.version, SchemaVersion)
+	case !st.leases && st.version > 0:
+		return 0, fmt.Errorf("lease table %s is missing, yet %s records schema version %d: the table was dropped; "+
+			"restore it, or drop %s too so that Open creates both afresh", s.table, s.versionTable, st.version, s.versionTable)
+	case !st.leases:
+		return 0, nil
+	}
 	has := make(map[string]bool, len(st.columns))
 	for _, c := range st.columns {
 		has[c] = true
@@ -207,20 +181,7 @@ func (s *Store) layoutVersion(st tables) (int, error) {
 	return v, nil
 }
 
-func (s *Store) tooNew(v int) error {
-	return fmt.Errorf("%w: %s records version %d, this pglease knows up to %d; upgrade leaderaware",
-		ErrSchemaTooNew, s.versionTable, v, SchemaVersion)
-}
-
-// leasesMissing reports a lease table that is gone while its version record
-// stays. Open refuses it rather than return a Store whose every operation
-// fails.
-func (s *Store) leasesMissing(v int) error {
-	return fmt.Errorf("lease table %s is missing, yet %s records schema version %d: the table was dropped; "+
-		"restore it, or drop %s too so that Open creates both afresh", s.table, s.versionTable, v, s.versionTable)
-}
-
 func isMissingTable(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == codeUndefinedTable || pgErr.Code == codeInvalidSchema)
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") // undefined table, schema
 }

@@ -17,103 +17,53 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
-// Store is an [elector.Store] on one PostgreSQL lease table. It never
-// compares timestamps: a lease row records its holder's TTL and a version
-// that every write bumps, and candidates measure leases on their own clocks.
-// Every lease operation is one autocommit statement (a waiting candidate's
-// TryAcquire of a free lease: two); nothing the leases depend on lives in
-// the session (no session-level advisory locks), so a Store survives
-// reconnects and pool recycling.
-//
-// Store also implements [elector.LeaseWatcher]: one goroutine per Store
-// reads every lease its candidates wait on in one statement per poll (see
-// [Store.WatchLease]). It implements [elector.ReleaseWatcher] too: Release
-// sends a NOTIFY, and one listener connection per Store wakes the candidates
-// waiting in any process (see [Store.WatchRelease]).
-//
-// A Store is safe for concurrent use. Close it when done.
+// Store is an [elector.Store] on one PostgreSQL lease table, with the
+// core's optional interfaces: [elector.BulkReader], [elector.BatchRenewer]
+// and [elector.Notifier] (releases, heard through LISTEN). A Store is safe
+// for concurrent use. Close it when done.
 type Store struct {
-	pool     *pgxpool.Pool // for jobs and fenced writes (Pool)
-	ownsPool bool
-	leases   *pgxpool.Pool // for lease operations and the schema
-	opts     options
-	schema   string // unquoted
-	// table and versionTable are quoted and schema-qualified.
-	table, versionTable string
-	channel             string   // the NOTIFY channel, unquoted
-	target              string   // host, port, database and user, for errors
-	secrets             []string // masked in every error and log message
-
-	stmts pgsql.Statements // on table
-
-	// listenKeepAlive is the listener's keepAlive: listenKeepAlive, shorter
-	// in tests.
-	listenKeepAlive time.Duration
+	pool, leases        *pgxpool.Pool // for jobs and fenced writes (Pool); for lease operations
+	ownsPool            bool
+	opts                options
+	schema              string // unquoted
+	table, versionTable string // quoted and schema-qualified
+	channel             string // the NOTIFY channel, unquoted
+	target              string // host, port, database and user, for errors
+	secrets             []string
+	stmts               pgsql.Statements
+	listenKeepAlive     time.Duration // shorter in tests
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	// pooled is set when a statement failed the way named prepared
-	// statements fail behind a transaction pooler: lease connections made
-	// since then cache descriptions instead (see usePoolerMode).
-	pooled atomic.Bool
+	pooled    atomic.Bool // lease connections use cache_describe (see usePoolerMode)
 
 	mu       sync.Mutex
-	watchers map[string]map[chan struct{}]struct{} // by lease name
-	listener *listener                             // started by the first WatchRelease or WatchLease
-	stamps   map[string]stamp                      // by lease name, for fenced writes
-
-	leaseWatch leaseWatch // the WatchLease goroutine and its watchers
-	renewals   renewals   // Renew's group commit and its batcher goroutine
-}
-
-// stamp is the last successful acquire or renew of a lease through this
-// Store: the term's token, the TTL it recorded and the instant (by
-// [clock.Now]) the call started, from which the holder's trust counts.
-type stamp struct {
-	token uint64
-	ttl   time.Duration
-	start time.Time
+	subs     map[*subscriber]struct{} // of Notify
+	listener *listener                // runs while subs is not empty
 }
 
 var _ interface {
 	elector.Store
-	elector.ReleaseWatcher
-	elector.LeaseWatcher
+	elector.BulkReader
+	elector.BatchRenewer
+	elector.Notifier
 } = (*Store)(nil)
 
-// Pool returns the pool for fenced writes and other work of the jobs: the
-// one [Open] made, or the one given to [New]. Lease operations never use
-// it; they run on a small pool of their own, so job queries cannot starve
-// renewals. The caller must not close it; [Store.Close] does, when the pool
-// came from Open.
+// Pool returns the pool for fenced writes and the jobs' other work: the
+// one [Open] made (closed by [Store.Close]), or the one given to [New].
+// Lease operations never use it.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Table returns the schema-qualified, quoted name of the lease table, ready
-// to use in SQL.
+// Table returns the quoted, schema-qualified name of the lease table.
 func (s *Store) Table() string { return s.table }
 
-// prepareSQL sets the statements on the store's table.
-func (s *Store) prepareSQL() { s.stmts = pgsql.For(s.table) }
-
-// acquireAttempts bounds how often TryAcquire looks at the lease again
-// when it changes between a read and the compare-and-set.
+// acquireAttempts bounds TryAcquire's reads of a lease that keeps changing.
 const acquireAttempts = 5
 
-// TryAcquire implements [elector.Store]. Without an observed lease (the
-// call of a waiting candidate) it first reads the lease with a plain
-// SELECT, the statement of Get, and answers a held lease from that read,
-// without a write or a row lock. A free lease (no row, or released), or an
-// observed one, it takes with one statement that reads the lease again and
-// takes it with a compare-and-set if it is still free or observed, and
-// otherwise answers from that read; so a takeover is one round trip. The
-// new token is larger than the last one and than the server's clock in
-// microseconds, so tokens keep growing even after the lease rows are
-// deleted. A takeover waits for a fenced write in progress on the lease
-// (see [Store.FencedLease]).
+// TryAcquire implements [elector.Store].
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := s.check(name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -121,9 +71,10 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	if err := elector.ValidateHolder(holder); err != nil {
 		return elector.Lease{}, fmt.Errorf("pglease: %w", err)
 	}
-	var args []any // of the compare-and-set, made when it first runs
+	// Unprepared, in one round trip: it runs once per term.
+	args := []any{pgx.QueryExecModeExec, name, holder, micros(ttl), int64(observed.Token), int64(observed.Version)}
 	for range acquireAttempts {
-		if observed.Token == 0 {
+		if observed.Token == 0 { // a waiting candidate: answer a held lease from a plain read
 			l, _, err := s.scanLease(ctx, true, name, s.stmts.Get, []any{name}, false)
 			switch {
 			case err == nil:
@@ -131,63 +82,78 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 			case !errors.Is(err, pgx.ErrNoRows):
 				return elector.Lease{}, s.opErr("acquire", name, err)
 			}
-			// Free: take it.
 		}
-		if args == nil {
-			// A connection seldom has the compare-and-set prepared: it runs
-			// once per term. Run it unprepared, in one round trip, rather
-			// than pay one more to prepare it when the network is slow and
-			// the trust window has no round trip to spare.
-			args = []any{pgx.QueryExecModeExec, name, holder, micros(ttl), int64(observed.Token), int64(observed.Version)}
-		}
-		start := clock.Now()
 		l, won, err := s.scanLease(ctx, false, name, s.stmts.Acquire, args, true)
 		switch {
 		case err == nil && won:
-			s.stamp(l, start)
 			return l, nil
 		case err == nil:
 			return elector.Lease{}, &elector.HeldError{Lease: l}
 		case !errors.Is(err, pgx.ErrNoRows):
 			return elector.Lease{}, s.opErr("acquire", name, err)
 		}
-		// The lease changed between the statement's read and its
-		// compare-and-set: look again.
+		// The row changed between the statement's read and its write.
 	}
 	return elector.Lease{}, fmt.Errorf("pglease: acquire lease %q: it changed %d times during the call; try again", name, acquireAttempts)
 }
 
-// Renew implements [elector.Store]. One UPDATE records ttl and bumps the
-// version if l (name, holder and token) is still the current, unreleased
-// term; otherwise it returns an error wrapping [elector.ErrLeaseLost], and
-// nothing changes. Renewals that arrive while another of this Store is in
-// flight go to the server together, in one statement, when it ends.
+// Renew implements [elector.Store].
 func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
 	if err := s.check(l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	start := clock.Now()
-	row := s.renewRow(ctx, l, micros(ttl))
-	switch err := row.err; {
+	var version, ttlUS int64
+	r := l
+	err := s.queryRow(ctx, true, s.stmts.Renew, []any{l.Name, l.Holder, int64(l.Token), micros(ttl)}, &version, &ttlUS, &r.Written)
+	switch {
 	case err == nil:
-		r := l
-		r.Version, r.TTL, r.Written = uint64(row.version), fromMicros(row.ttlUS), row.written
-		s.stamp(r, start)
+		r.Version, r.TTL = uint64(version), fromMicros(ttlUS)
 		return r, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return elector.Lease{}, fmt.Errorf("pglease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
-	case errors.Is(err, ErrClosed):
-		return elector.Lease{}, ErrClosed
 	default:
 		return elector.Lease{}, s.opErr("renew", l.Name, err)
 	}
 }
 
-// Release implements [elector.Store]. If l is still the current, unreleased
-// term, one statement marks it released (the row and its token stay) and
-// sends a NOTIFY on the store's channel with the lease name as payload; the
-// watchers of this Store wake at once, those of other Stores when their
-// listener hears it. Otherwise it changes nothing and returns nil.
+// RenewMany implements [elector.BatchRenewer].
+func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
+	n := len(terms)
+	names, holders, tokens, ttls := make([]string, n), make([]string, n), make([]int64, n), make([]int64, n)
+	for i, l := range terms {
+		if err := s.check(l.Name, l.TTL); err != nil {
+			return nil, err
+		}
+		names[i], holders[i], tokens[i], ttls[i] = l.Name, l.Holder, int64(l.Token), micros(l.TTL)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	got, err := s.leasesByName(ctx, s.stmts.RenewMany, names, holders, tokens, ttls)
+	if err != nil {
+		return nil, s.opErr(batchOp("renew", n), names[0], err)
+	}
+	out := make([]elector.Lease, n)
+	for i, l := range terms {
+		r, ok := got[l.Name]
+		if ok && r.Token == l.Token {
+			out[i] = r
+			continue
+		}
+		// Lost, or its row locked: Renew tells which, waiting for the lock.
+		r, err := s.Renew(ctx, l, l.TTL)
+		switch {
+		case err == nil:
+			out[i] = r
+		case !errors.Is(err, elector.ErrLeaseLost):
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Release implements [elector.Store]. It sends a NOTIFY on the store's
+// channel with the lease name as payload.
 func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := s.check(l.Name, time.Second); err != nil {
 		return err
@@ -196,12 +162,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	err := s.queryRow(ctx, true, s.stmts.Release, []any{l.Name, l.Holder, int64(l.Token), s.channel}, &released)
 	switch {
 	case err == nil:
-		s.mu.Lock()
-		if s.stamps[l.Name].token == l.Token {
-			delete(s.stamps, l.Name)
-		}
-		s.mu.Unlock()
-		s.poke(l.Name)
+		s.notify(freed(l.Name))
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil
@@ -210,64 +171,50 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	}
 }
 
-// Get implements [elector.Store]: the unreleased lease of name, whether or
-// not its holder still renews it, or an error wrapping [elector.ErrNoLease].
+// Get implements [elector.Store].
 func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
-	if err := s.check(name, time.Second); err != nil {
-		return elector.Lease{}, err
-	}
-	l, _, err := s.scanLease(ctx, true, name, s.stmts.Get, []any{name}, false)
+	ls, err := s.GetMany(ctx, []string{name})
 	switch {
-	case err == nil:
-		return l, nil
-	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return elector.Lease{}, err
+	case ls[0].Token == 0:
 		return elector.Lease{}, fmt.Errorf("pglease: lease %q: %w", name, elector.ErrNoLease)
-	default:
-		return elector.Lease{}, s.opErr("get", name, err)
 	}
+	return ls[0], nil
 }
 
-// scanLease runs a statement whose row is holder, token, version, ttl_us
-// and written_at, after won if withWon (the Acquire statement). The
-// columns and the destinations pgx scans them into share one allocation.
-func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, withWon bool) (l elector.Lease, won bool, err error) {
-	var r struct {
-		won                   bool
-		holder                string
-		token, version, ttlUS int64
-		written               time.Time
-		dest                  [6]any
+// GetMany implements [elector.BulkReader].
+func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	for _, name := range names {
+		if err := s.check(name, time.Second); err != nil {
+			return nil, err
+		}
 	}
-	r.dest = [6]any{&r.won, &r.holder, &r.token, &r.version, &r.ttlUS, &r.written}
-	dest := r.dest[1:]
+	if len(names) == 0 {
+		return nil, nil
+	}
+	found, err := s.leasesByName(ctx, s.stmts.GetMany, names)
+	if err != nil {
+		return nil, s.opErr(batchOp("get", len(names)), names[0], err)
+	}
+	out := make([]elector.Lease, len(names))
+	for i, name := range names {
+		out[i] = found[name]
+		out[i].Name = name
+	}
+	return out, nil
+}
+
+// scanLease runs a statement whose row is [won,] holder, token, version,
+// ttl_us and written_at.
+func (s *Store) scanLease(ctx context.Context, idempotent bool, name, sql string, args []any, withWon bool) (l elector.Lease, won bool, err error) {
+	var r leaseRow
+	dest := r.dest()
 	if withWon {
-		dest = r.dest[:]
+		dest = append([]any{&won}, dest...)
 	}
 	err = s.queryRow(ctx, idempotent, sql, args, dest...)
-	l = elector.Lease{Name: name, Holder: r.holder, Token: uint64(r.token), Version: uint64(r.version), TTL: fromMicros(r.ttlUS), Written: r.written}
-	return l, r.won, err
-}
-
-// stamp records that this Store acquired or renewed l in a call that
-// started at start.
-func (s *Store) stamp(l elector.Lease, start time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stamps[l.Name] = stamp{token: l.Token, ttl: l.TTL, start: start}
-}
-
-// trustLeft returns how long the holder of l still trusts its term: until
-// the start of its last acquire or renew through this Store plus the TTL
-// minus the safety margin, as the elector counts. For a term this Store
-// did not write, it returns a whole trust window of l's TTL.
-func (s *Store) trustLeft(l elector.Lease) time.Duration {
-	s.mu.Lock()
-	st, ok := s.stamps[l.Name]
-	s.mu.Unlock()
-	if !ok || st.token != l.Token {
-		return l.TTL - elector.SafetyMargin(l.TTL)
-	}
-	return clock.Until(st.start.Add(st.ttl - elector.SafetyMargin(st.ttl)))
+	return r.lease(name), won, err
 }
 
 // check validates what every operation gets.
@@ -281,12 +228,8 @@ func (s *Store) check(name string, ttl time.Duration) error {
 	return elector.ValidateTTL(ttl)
 }
 
-// queryRow runs one statement and scans its row. It tries again once, on a
-// fresh connection, when the first attempt failed for want of a connection
-// rather than because of the statement: always if pgx says the statement
-// never reached the server (pgconn.SafeToRetry), and, for statements that may
-// run twice (idempotent), also when the connection broke with the outcome
-// unknown, as when the server terminated the pool's idle backend.
+// queryRow runs one statement on the lease pool and scans its row, trying
+// once more as retry says.
 func (s *Store) queryRow(ctx context.Context, idempotent bool, sql string, args []any, dest ...any) error {
 	err := s.leases.QueryRow(ctx, sql, args...).Scan(dest...)
 	if s.retry(ctx, err, idempotent) {
@@ -295,24 +238,61 @@ func (s *Store) queryRow(ctx context.Context, idempotent bool, sql string, args 
 	return err
 }
 
-// retry reports whether a lease statement that failed with err should be
-// tried once more, as queryRow says; and also after a transaction pooler's
-// error, which happens before the statement runs, once usePoolerMode has
-// switched the lease pool.
+// leasesByName runs one idempotent statement on the lease pool whose rows
+// are name, holder, token, version, ttl_us and written_at, trying once more
+// as retry says.
+func (s *Store) leasesByName(ctx context.Context, sql string, args ...any) (map[string]elector.Lease, error) {
+	run := func() (map[string]elector.Lease, error) {
+		rows, err := s.leases.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		found := make(map[string]elector.Lease)
+		for rows.Next() {
+			var name string
+			var r leaseRow
+			if err := rows.Scan(append([]any{&name}, r.dest()...)...); err != nil {
+				return nil, err
+			}
+			found[name] = r.lease(name)
+		}
+		return found, rows.Err()
+	}
+	found, err := run()
+	if s.retry(ctx, err, true) {
+		found, err = run()
+	}
+	return found, err
+}
+
+// leaseRow is what the lease statements return of a row.
+type leaseRow struct {
+	holder                string
+	token, version, ttlUS int64
+	written               time.Time
+}
+
+func (r *leaseRow) dest() []any {
+	return []any{&r.holder, &r.token, &r.version, &r.ttlUS, &r.written}
+}
+
+func (r *leaseRow) lease(name string) elector.Lease {
+	return elector.Lease{Name: name, Holder: r.holder, Token: uint64(r.token), Version: uint64(r.version), TTL: fromMicros(r.ttlUS), Written: r.written}
+}
+
+// retry reports whether a statement that failed with err should run once
+// more, on a fresh connection: if it never reached the server, if it may
+// run twice (idempotent) and the connection broke, or after a transaction
+// pooler's error, once usePoolerMode has switched the pool.
 func (s *Store) retry(ctx context.Context, err error, idempotent bool) bool {
 	return err != nil && ctx.Err() == nil && !s.closed.Load() &&
 		(pgconn.SafeToRetry(err) || idempotent && connectionLost(err) || s.usePoolerMode(err))
 }
 
-// usePoolerMode reports whether err is the error of a named prepared
-// statement behind a transaction pooler such as PgBouncer, which gives each
-// transaction whichever server connection is free: the statement this
-// connection prepared is missing there (26000), or another client's of the
-// same name is there already (42P05). The first such error switches the
-// lease pool for good to pgx's cache_describe mode, which prepares no named
-// statements, at the cost of a parse on the server per statement: it
-// closes the pool's connections, and those it makes from then on use that
-// mode. Until then, lease statements keep pgx's faster default.
+// usePoolerMode reports whether err is a transaction pooler's (see
+// isPoolerError); the first switches the lease pool to cache_describe for
+// good, closing its connections.
 func (s *Store) usePoolerMode(err error) bool {
 	if !isPoolerError(err) {
 		return false
@@ -327,8 +307,7 @@ func (s *Store) usePoolerMode(err error) bool {
 }
 
 // connectionLost reports whether err means the connection failed, not the
-// statement: a network error, or the server ending the session (SQLSTATE
-// class 57P: admin_shutdown, crash_shutdown, cannot_connect_now).
+// statement: a network error, or the server ending the session (57P).
 func connectionLost(err error) bool {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false
@@ -350,14 +329,19 @@ func (s *Store) opErr(op, name string, err error) error {
 	return fmt.Errorf("pglease: %s lease %q on %s: %w", op, name, s.target, err)
 }
 
-// micros is d in whole microseconds, PostgreSQL's resolution, rounded up so
-// that a positive TTL never becomes zero.
-func micros(d time.Duration) int64 { return ceilDiv(d, time.Microsecond) }
+// batchOp names an operation on n leases, for opErr with the first name.
+func batchOp(op string, n int) string {
+	if n == 1 {
+		return op
+	}
+	return fmt.Sprintf("%s %d leases, the first", op, n)
+}
 
-// millis is d in whole milliseconds, rounded up.
+// micros and millis round d up, so that a positive TTL never becomes zero.
+func micros(d time.Duration) int64 { return ceilDiv(d, time.Microsecond) }
 func millis(d time.Duration) int64 { return ceilDiv(d, time.Millisecond) }
 
-// ceilDiv is d/unit rounded up, for any d: it never overflows.
+// ceilDiv is d/unit rounded up; it never overflows.
 func ceilDiv(d, unit time.Duration) int64 {
 	q := d / unit
 	if d%unit > 0 {
@@ -366,8 +350,7 @@ func ceilDiv(d, unit time.Duration) int64 {
 	return int64(q)
 }
 
-// fromMicros is us microseconds as a Duration, saturated at the limits of
-// Duration.
+// fromMicros is us microseconds as a Duration, saturated.
 func fromMicros(us int64) time.Duration {
 	switch {
 	case us > math.MaxInt64/int64(time.Microsecond):

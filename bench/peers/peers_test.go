@@ -118,7 +118,7 @@ type scenario func(im impl, tm timings, ph float64) (sample, error)
 // (leaderaware: Term.Resign; client-go: cancel the leader's context, with
 // ReleaseOnCancel) and the figure is the wall time until the other candidate's
 // job starts (median ms/handoff and max-ms/handoff over the rounds).
-// leaderaware-polling is leaderaware on a store whose ReleaseWatcher is
+// leaderaware-polling is leaderaware on a store whose Notifier is
 // hidden, so the waiting candidate only polls, as every client-go candidate
 // does.
 func BenchmarkHandoff(b *testing.B) {
@@ -608,7 +608,7 @@ func (f *faults) thaw() { f.thawOnce.Do(func() { close(f.thawed) }) }
 // ourWorld is one elector.MemoryStore.
 type ourWorld struct {
 	mem  *elector.MemoryStore
-	poll bool // hide the store's ReleaseWatcher from candidates
+	poll bool // hide the store's Notifier from candidates
 	tm   timings
 }
 
@@ -620,7 +620,7 @@ func newOurWorld(poll bool) func(timings, bool) world {
 
 // faultyStore forwards to a Store through faults and counts acquires that
 // found the lease held. Embedding elector.Store hides the inner store's
-// ReleaseWatcher; see watchingStore.
+// Notifier; see watchingStore.
 type faultyStore struct {
 	elector.Store
 	*faults
@@ -663,17 +663,17 @@ func (s *faultyStore) Get(ctx context.Context, name string) (elector.Lease, erro
 }
 
 // watchingStore is a faultyStore that passes on the inner store's
-// ReleaseWatcher.
+// Notifier.
 type watchingStore struct {
 	*faultyStore
-	elector.ReleaseWatcher
+	elector.Notifier
 }
 
 func (w *ourWorld) start(id string) (candidate, error) {
 	fs := &faultyStore{Store: w.mem, faults: newFaults()}
 	var s elector.Store = fs
 	if !w.poll {
-		s = watchingStore{faultyStore: fs, ReleaseWatcher: w.mem}
+		s = watchingStore{faultyStore: fs, Notifier: w.mem}
 	}
 	e, err := elector.New(s, leaseName, elector.Config{
 		TTL:           w.tm.ttl,

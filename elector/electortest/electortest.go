@@ -65,9 +65,9 @@ func TestStore(t *testing.T, newStore func(t *testing.T) elector.Store) {
 		{"RaceAcquire", testRaceAcquire},
 		{"RaceTakeover", testRaceTakeover},
 		{"BadInput", testBadInput},
-		{"ReleaseWakesWatcher", testReleaseWakesWatcher},
-		{"WatchLeaseSeesEveryState", testWatchLease},
-		{"WatchLeaseSeesEveryRelease", testWatchLeaseEveryRelease},
+		{"GetMany", testGetMany},
+		{"RenewMany", testRenewMany},
+		{"Notify", func(t *testing.T, s elector.Store, name string) { testNotify(t, s, s, name) }},
 		{"Linearizable", testLinearizable},
 	}
 	call := calls.Add(1)
@@ -392,91 +392,176 @@ func testBadInput(t *testing.T, s elector.Store, name string) {
 	assertSame(t, l, got, "after refused renewals")
 }
 
-// testReleaseWakesWatcher checks stores that implement elector.ReleaseWatcher:
-// a release through the store wakes a watcher of that name.
-func testReleaseWakesWatcher(t *testing.T, s elector.Store, name string) {
-	w, ok := s.(elector.ReleaseWatcher)
+// testGetMany checks stores that implement elector.BulkReader: GetMany
+// returns each name's state in order, the zero Lease with only Name set for
+// a free one, and a held one as Get returns it.
+func testGetMany(t *testing.T, s elector.Store, name string) {
+	b, ok := s.(elector.BulkReader)
 	if !ok {
-		t.Skipf("%T does not implement elector.ReleaseWatcher", s)
+		t.Skipf("%T does not implement elector.BulkReader", s)
 	}
-	released, stop := w.WatchRelease(name)
-	defer stop()
-	l := acquire(t, s, name, "a", elector.Lease{})
-	require.NoError(t, s.Release(ctx(t), l))
-	select {
-	case <-released:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Release did not wake a watcher of the lease within 5s")
+	got, err := b.GetMany(ctx(t), nil)
+	require.NoError(t, err, "GetMany of no names")
+	assert.Empty(t, got, "GetMany of no names")
+	held, never, released := name+"/held", name+"/never", name+"/released"
+	h := acquire(t, s, held, "a", elector.Lease{})
+	r := acquire(t, s, released, "b", elector.Lease{})
+	require.NoError(t, s.Release(ctx(t), r))
+	names := []string{never, held, released, held}
+	got, err = b.GetMany(ctx(t), names)
+	require.NoError(t, err)
+	require.Len(t, got, len(names), "one state per name, in order")
+	viaGet, err := s.Get(ctx(t), held)
+	require.NoError(t, err)
+	for i, n := range names {
+		if n == held {
+			assertSame(t, viaGet, got[i], fmt.Sprintf("GetMany[%d], held, against Get", i))
+			assert.Equal(t, held, got[i].Name, "GetMany[%d]", i)
+			assertSame(t, h, got[i], fmt.Sprintf("GetMany[%d], held, against TryAcquire", i))
+		} else {
+			assert.Equal(t, elector.Lease{Name: n}, got[i], "GetMany[%d]: a free lease is the zero Lease with its Name", i)
+		}
 	}
-	stop()
-	stop() // stop is idempotent
 }
 
-// testWatchLease checks stores that implement elector.LeaseWatcher: a
-// watcher of a name receives each new state of the lease (held, renewed,
-// free) within a few polls, and never a state older than one it received.
-func testWatchLease(t *testing.T, s elector.Store, name string) {
-	w, ok := s.(elector.LeaseWatcher)
+// testRenewMany checks stores that implement elector.BatchRenewer: one
+// RenewMany renews each current term for its own TTL and bumps its Version,
+// and returns the zero Lease for a term taken over or released, in order.
+func testRenewMany(t *testing.T, s elector.Store, name string) {
+	b, ok := s.(elector.BatchRenewer)
 	if !ok {
-		t.Skipf("%T does not implement elector.LeaseWatcher", s)
+		t.Skipf("%T does not implement elector.BatchRenewer", s)
 	}
-	const every = 100 * time.Millisecond
-	states, stop := w.WatchLease(name, every)
+	got, err := b.RenewMany(ctx(t), nil)
+	require.NoError(t, err, "RenewMany of no terms")
+	assert.Empty(t, got, "RenewMany of no terms")
+	one := acquire(t, s, name+"/one", "a", elector.Lease{})
+	two := acquire(t, s, name+"/two", "a", elector.Lease{})
+	lost := acquire(t, s, name+"/lost", "a", elector.Lease{})
+	taker := acquire(t, s, name+"/lost", "b", lost) // a takeover after the watch
+	released := acquire(t, s, name+"/released", "a", elector.Lease{})
+	require.NoError(t, s.Release(ctx(t), released))
+	one.TTL, two.TTL = 2*ttl, 3*ttl
+	terms := []elector.Lease{one, lost, two, released}
+	got, err = b.RenewMany(ctx(t), terms)
+	require.NoError(t, err)
+	require.Len(t, got, len(terms), "one state per term, in order")
+	for i, want := range []elector.Lease{one, two} {
+		r := got[2*i]
+		assert.Equal(t, want.Name, r.Name, "a renewed term")
+		assert.Equal(t, want.Holder, r.Holder, "a renewed term")
+		assert.Equal(t, want.Token, r.Token, "a renewal keeps the token")
+		assert.Greater(t, r.Version, want.Version, "a renewal bumps the version")
+		assert.Equal(t, want.TTL, r.TTL, "a term renews for its own TTL")
+		cur, err := s.Get(ctx(t), want.Name)
+		require.NoError(t, err)
+		assertSame(t, r, cur, "Get after RenewMany")
+	}
+	assert.Zero(t, got[1], "a term taken over is not renewed")
+	assert.Zero(t, got[3], "a released term is not renewed")
+	cur, err := s.Get(ctx(t), name+"/lost")
+	require.NoError(t, err)
+	assertSame(t, taker, cur, "RenewMany must leave a lease taken over alone")
+	_, err = s.Get(ctx(t), name+"/released")
+	require.ErrorIs(t, err, elector.ErrNoLease, "RenewMany must leave a released lease free")
+}
+
+// notifyBound is how soon a change must reach a Notify callback.
+const notifyBound = 5 * time.Second
+
+// TestNotifier checks a store that implements elector.Notifier against
+// writes by writer, another instance of the same store on the same data
+// (another Open of one database), as other replicas write: a new term and
+// its release reach watcher's callback within a few seconds, as the state
+// or as a request to read the lease again, and so does every release of a
+// quick sequence of terms. TestStore runs it with one instance as both.
+func TestNotifier(t *testing.T, watcher, writer elector.Store) {
+	testNotify(t, watcher, writer, fmt.Sprintf("electortest/Notifier/%d-%d", runID, calls.Add(1)))
+}
+
+func testNotify(t *testing.T, watcher, writer elector.Store, name string) {
+	n, ok := watcher.(elector.Notifier)
+	if !ok {
+		t.Skipf("%T does not implement elector.Notifier", watcher)
+	}
+	var (
+		mu      sync.Mutex
+		changes []elector.Change
+		stopped bool // stop has returned
+		late    atomic.Bool
+	)
+	woken := make(chan struct{}, 1)
+	stopNotify := n.Notify(func(c elector.Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			late.Store(true)
+		}
+		changes = append(changes, c)
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	})
+	stop := sync.OnceFunc(func() {
+		stopNotify()
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	})
 	defer stop()
-	// expect waits for want, skipping the states before it.
+	// expect waits for a change that shows want (the zero Lease: free):
+	// its state, or a request to read name that a Get then answers with it.
 	expect := func(want elector.Lease, what string) {
 		t.Helper()
-		deadline := time.After(5 * time.Second)
+		deadline := time.NewTimer(notifyBound)
+		defer deadline.Stop()
 		for {
-			select {
-			case got := <-states:
-				if got.Token == want.Token && got.Version == want.Version {
+			mu.Lock()
+			got := changes
+			changes = nil
+			mu.Unlock()
+			for _, c := range got {
+				if c.Name != "" && c.Name != name {
+					continue
+				}
+				state := c.State
+				if !c.Known {
+					l, err := watcher.Get(ctx(t), name)
+					if err != nil {
+						require.ErrorIs(t, err, elector.ErrNoLease, "%s: Get after a change", what)
+						l = elector.Lease{}
+					}
+					state = l
+				} else {
+					assert.Equal(t, name, c.Name, "%s: a known change names its lease", what)
+				}
+				if state.Token == want.Token && (want.Token == 0 || state.Version == want.Version) {
 					if want.Token != 0 {
-						assertSame(t, want, got, what)
+						assertSame(t, want, state, what)
 					}
 					return
 				}
-				require.False(t, got.Token > want.Token || got.Token == want.Token && got.Version > want.Version,
-					"%s: received %+v, newer than %+v", what, got, want)
-			case <-deadline:
-				t.Fatalf("%s: the watcher did not receive %+v within 5s", what, want)
 			}
-		}
-	}
-	l := acquire(t, s, name, "a", elector.Lease{})
-	expect(l, "after TryAcquire")
-	r, err := s.Renew(ctx(t), l, ttl)
-	require.NoError(t, err)
-	expect(r, "after Renew")
-	require.NoError(t, s.Release(ctx(t), r))
-	expect(elector.Lease{}, "after Release (free)")
-	stop()
-	stop() // stop is idempotent
-}
-
-// testWatchLeaseEveryRelease checks stores that implement
-// elector.LeaseWatcher: every release reaches a watcher, even when the
-// watcher was never sent the term it ended. A candidate that got the zero
-// Lease and then found the lease taken by its own TryAcquire must hear
-// that term's release too, not wait out the TTL.
-func testWatchLeaseEveryRelease(t *testing.T, s elector.Store, name string) {
-	w, ok := s.(elector.LeaseWatcher)
-	if !ok {
-		t.Skipf("%T does not implement elector.LeaseWatcher", s)
-	}
-	states, stop := w.WatchLease(name, time.Minute) // a poll must not be what delivers
-	defer stop()
-	for round := range 3 {
-		l := acquire(t, s, name, "a", elector.Lease{})
-		require.NoError(t, s.Release(ctx(t), l))
-		deadline := time.After(5 * time.Second)
-		for free := false; !free; {
 			select {
-			case got := <-states:
-				free = got.Token == 0
-			case <-deadline:
-				t.Fatalf("release %d did not reach the watcher within 5s", round)
+			case <-woken:
+			case <-deadline.C:
+				t.Fatalf("%s: the Notify callback did not learn of %+v within %v", what, want, notifyBound)
 			}
 		}
 	}
+	l := acquire(t, writer, name, "a", elector.Lease{})
+	expect(l, "a new term by another writer")
+	require.NoError(t, writer.Release(ctx(t), l))
+	expect(elector.Lease{}, "its release")
+	for round := range 5 {
+		l := acquire(t, writer, name, "a", elector.Lease{})
+		require.NoError(t, writer.Release(ctx(t), l))
+		expect(elector.Lease{}, fmt.Sprintf("release %d of a quick sequence", round))
+	}
+	stop()
+	l = acquire(t, writer, name, "a", elector.Lease{})
+	require.NoError(t, writer.Release(ctx(t), l))
+	time.Sleep(100 * time.Millisecond)
+	assert.False(t, late.Load(), "Notify called its callback after stop returned")
 }

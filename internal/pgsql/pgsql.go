@@ -3,7 +3,7 @@
 package pgsql
 
 // Statements are the lease statements on one lease table. Every statement
-// but Watch, List and RenewBatch takes the lease name as $1.
+// but GetMany, RenewMany and List takes the lease name as $1.
 type Statements struct {
 	// Get reads the unreleased lease of $1: holder, token, version, ttl_us
 	// and written_at. No row means the lease is free (never taken, or
@@ -29,15 +29,14 @@ type Statements struct {
 	// ttl_us and written_at, or no row.
 	Renew string
 
-	// RenewBatch is Renew for many leases in one statement: the text arrays
-	// $1 (names), $2 (holders) and the bigint arrays $3 (tokens) and $4 (TTLs
-	// in microseconds) give one renewal per index, with distinct names. It
-	// returns name, version, ttl_us and written_at for each lease renewed. It
-	// skips, rather than waits for, a row that another transaction has locked
-	// (a fenced write, a takeover), so one lease never holds up the others:
-	// a name without a row was either not held by that term or locked, and
-	// Renew tells which.
-	RenewBatch string
+	// RenewMany is Renew for many terms in one statement: one per index of
+	// the arrays $1 (names, text), $2 (holders, text), $3 (tokens, bigint)
+	// and $4 (TTLs in microseconds, bigint). It returns name, holder, token,
+	// version, ttl_us and written_at for each term renewed. It skips, rather
+	// than waits for, a row another transaction has locked (a fenced write,
+	// a takeover), so one lease never holds up the others: a term without a
+	// row was lost or locked, and Renew tells which.
+	RenewMany string
 
 	// Release marks the lease of holder $2 and token $3 released and sends a
 	// NOTIFY on channel $4 with the lease name as payload; it returns the
@@ -49,10 +48,10 @@ type Statements struct {
 	// lease; no row otherwise.
 	Fence string
 
-	// Watch reads the unreleased leases among the names in the text array
+	// GetMany reads the unreleased leases among the names in the text array
 	// $1: name, holder, token, version, ttl_us and written_at; a name
-	// without a row is free. The lease watcher runs it once per poll.
-	Watch string
+	// without a row is free.
+	GetMany string
 
 	// List reads every lease, held or released, in name order: name,
 	// holder, token, version, ttl_us, released and written_at. It takes no
@@ -88,7 +87,7 @@ WHERE NOT released AND NOT (token = $4 AND version = $5)`,
 		Renew: `UPDATE ` + table + ` SET version = GREATEST(version + 1, ` + nowMicros + `), ttl_us = $4, written_at = now()
 WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
 RETURNING version, ttl_us, written_at`,
-		RenewBatch: `WITH mine AS (
+		RenewMany: `WITH mine AS (
 	SELECT l.name, b.ttl_us
 	FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS b(name, holder, token, ttl_us)
 	JOIN ` + table + ` AS l ON l.name = b.name AND l.holder = b.holder AND l.token = b.token AND NOT l.released
@@ -96,7 +95,7 @@ RETURNING version, ttl_us, written_at`,
 )
 UPDATE ` + table + ` AS l SET version = GREATEST(l.version + 1, ` + nowMicros + `), ttl_us = mine.ttl_us, written_at = now()
 FROM mine WHERE l.name = mine.name
-RETURNING l.name, l.version, l.ttl_us, l.written_at`,
+RETURNING l.name, l.holder, l.token, l.version, l.ttl_us, l.written_at`,
 		Release: `WITH released AS (
 	UPDATE ` + table + ` SET released = true, version = GREATEST(version + 1, ` + nowMicros + `), written_at = now()
 	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
@@ -105,7 +104,7 @@ RETURNING l.name, l.version, l.ttl_us, l.written_at`,
 SELECT released.name FROM released, LATERAL pg_notify($4, released.name)`,
 		Fence: `SELECT true FROM ` + table + `
 WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released FOR SHARE`,
-		Watch: `SELECT name, holder, token, version, ttl_us, written_at FROM ` + table + ` WHERE name = ANY($1) AND NOT released`,
-		List:  `SELECT name, holder, token, version, ttl_us, released, written_at FROM ` + table + ` ORDER BY name`,
+		GetMany: `SELECT name, holder, token, version, ttl_us, written_at FROM ` + table + ` WHERE name = ANY($1) AND NOT released`,
+		List:    `SELECT name, holder, token, version, ttl_us, released, written_at FROM ` + table + ` ORDER BY name`,
 	}
 }

@@ -4,23 +4,27 @@ package counting
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
 )
 
-// Watching is a store that follows the leases its candidates wait on.
+// Watching is a store that reads many leases at once, as the elector's watch
+// of the leases its candidates wait on uses it.
 type Watching interface {
 	elector.Store
-	elector.LeaseWatcher
+	elector.BulkReader
 }
 
-// Store is S with its TryAcquire calls counted in Acquires. It keeps S's
-// WatchLease, so an elector on it still watches through S.
+// Store is S with its TryAcquire calls counted in Acquires and its
+// GetMany calls in Reads. It keeps S's GetMany, Notify and RenewMany (when
+// S has them), so an elector on it still watches and renews through S.
 type Store[S Watching] struct {
 	S        S
 	Acquires atomic.Int64
+	Reads    atomic.Int64
 }
 
 // TryAcquire counts the call and passes it to S.
@@ -42,9 +46,42 @@ func (c *Store[S]) Get(ctx context.Context, name string) (elector.Lease, error) 
 	return c.S.Get(ctx, name)
 }
 
-// WatchLease passes the call to S.
-func (c *Store[S]) WatchLease(name string, every time.Duration) (<-chan elector.Lease, func()) {
-	return c.S.WatchLease(name, every)
+// GetMany counts the call and passes it to S.
+func (c *Store[S]) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	c.Reads.Add(1)
+	return c.S.GetMany(ctx, names)
 }
 
-var _ Watching = (*Store[*elector.MemoryStore])(nil)
+// Notify passes the call to S if S is an [elector.Notifier]; otherwise it
+// never calls changed.
+func (c *Store[S]) Notify(changed func(elector.Change)) (stop func()) {
+	if n, ok := any(c.S).(elector.Notifier); ok {
+		return n.Notify(changed)
+	}
+	return func() {}
+}
+
+// RenewMany passes the call to S if S is an [elector.BatchRenewer], and
+// otherwise renews each term with its own Renew.
+func (c *Store[S]) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
+	if b, ok := any(c.S).(elector.BatchRenewer); ok {
+		return b.RenewMany(ctx, terms)
+	}
+	out := make([]elector.Lease, len(terms))
+	for i, l := range terms {
+		r, err := c.S.Renew(ctx, l, l.TTL)
+		switch {
+		case err == nil:
+			out[i] = r
+		case !errors.Is(err, elector.ErrLeaseLost):
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+var (
+	_ Watching             = (*Store[*elector.MemoryStore])(nil)
+	_ elector.Notifier     = (*Store[*elector.MemoryStore])(nil)
+	_ elector.BatchRenewer = (*Store[*elector.MemoryStore])(nil)
+)

@@ -1,7 +1,7 @@
-// Package watchtest holds what the stores' tests of their bulk lease
-// watchers ([elector.LeaseWatcher]) share: a wait for a watched state, and
-// one test of what bulk watching is for (waiting candidates make no store
-// calls of their own, releases reach them fast, and dead holders are
+// Package watchtest holds what the stores' tests of the elector's watch
+// ([elector.BulkReader], [elector.Notifier]) share: a wait for a watched
+// state, and one test of what the watch is for (waiting candidates make no
+// store calls of their own, releases reach them fast, and dead holders are
 // replaced after the elapsed-time rule, never before).
 package watchtest
 
@@ -56,7 +56,7 @@ func ExpectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, 
 type Case[S counting.Watching] struct {
 	Candidates *counting.Store[S] // the store every candidate campaigns on
 	Holders    []elector.Store    // the holders' stores, other than Candidates.S; lease i is held on Holders[i%len(Holders)]
-	Reads      func() int64       // how many batched reads Candidates.S has made
+	Reads      func() int64       // how many batched reads Candidates.S has made (Candidates.Reads.Load, or the store's own count)
 
 	TTL, Renew, Retry time.Duration // the electors' timings
 	// ReadEvery is the shortest time between two batched reads, on

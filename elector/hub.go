@@ -1,0 +1,271 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
+)
+
+// hub watches every lease the waiting candidates of one Store wait on, so
+// that they make no store calls of their own.
+//
+// How it works: each waiting Campaign subscribes to its lease name. One loop
+// reads every subscribed name every RetryInterval (the shortest among the
+// subscribers, jittered), with one GetMany per maxBatch names when the Store
+// is a BulkReader and one Get each otherwise, and reads a name at once when
+// it is newly subscribed or the Store's Notifier asks. A Notifier's known
+// states are delivered as they come. Each subscriber gets the latest state
+// only, by one rule: a held state older, by (Token, Version), than a held
+// state already delivered for that name is dropped (a late read); a free
+// state is always delivered (a stale one costs one TryAcquire, a
+// compare-and-set), and the state a candidate's compare-and-set was
+// answered with counts as the newest, whatever its order. A subscriber is
+// not handed the state it already watches again.
+type hub struct {
+	rt       *storeRuntime
+	bulk     BulkReader // the Store's, or nil
+	notifier Notifier   // the Store's, or nil
+	kick     chan struct{}
+
+	mu      sync.Mutex
+	names   map[string]*watchedName
+	looping bool
+	pending map[string]struct{} // names to read at once
+	all     bool                // read every name at once
+}
+
+// watchedName is the subscribers of one lease name.
+type watchedName struct {
+	subs   map[*subscription]struct{}
+	newest Lease // the newest held state delivered
+}
+
+// subscription is one waiting candidate's watch of its lease.
+type subscription struct {
+	h            *hub
+	name         string
+	every, bound time.Duration // its RetryInterval; the deadline of a read for it
+	states       chan Lease    // the latest state not yet received
+	seen         Lease         // the state it watches; guarded by h.mu
+}
+
+func (h *hub) init(rt *storeRuntime) {
+	h.rt = rt
+	h.bulk, _ = rt.store.(BulkReader)
+	h.notifier, _ = rt.store.(Notifier)
+	h.kick = make(chan struct{}, 1)
+	h.names = map[string]*watchedName{}
+	h.pending = map[string]struct{}{}
+}
+
+// subscribe starts a watch of name, read at least every `every`, each read
+// bounded by bound, by a candidate that watches seen.
+func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease) *subscription {
+	sub := &subscription{h: h, name: name, every: every, bound: bound, states: make(chan Lease, 1), seen: seen}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.names[name]
+	if w == nil {
+		w = &watchedName{subs: map[*subscription]struct{}{}}
+		h.names[name] = w
+	}
+	w.subs[sub] = struct{}{}
+	w.answered(seen)
+	h.pending[name] = struct{}{}
+	if !h.looping {
+		h.looping = true
+		h.rt.wg.Add(1)
+		go h.loop()
+	} else {
+		kick(h.kick)
+	}
+	return sub
+}
+
+// stop ends the watch.
+func (sub *subscription) stop() {
+	h := sub.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.names[sub.name]
+	delete(w.subs, sub)
+	if len(w.subs) == 0 {
+		delete(h.names, sub.name)
+		delete(h.pending, sub.name)
+		if len(h.names) == 0 {
+			kick(h.kick)
+		}
+	}
+}
+
+// saw tells the hub the state the candidate watches now, learned from the
+// store's own answer (a TryAcquire's ErrHeld).
+func (sub *subscription) saw(l Lease) {
+	sub.h.mu.Lock()
+	defer sub.h.mu.Unlock()
+	sub.seen = l
+	sub.h.names[sub.name].answered(l)
+}
+
+// answered takes l, a held state the store answered a compare-and-set
+// with, as the newest, whatever its order: a row rolled back shows an older
+// one, and later reads of it must reach the other subscribers.
+func (w *watchedName) answered(l Lease) {
+	if l.Token != 0 {
+		w.newest = l
+	}
+}
+
+// loop reads the subscribed names until there are none.
+func (h *hub) loop() {
+	defer h.rt.wg.Done()
+	if h.notifier != nil {
+		defer h.notifier.Notify(h.changed)()
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var nextPoll time.Time
+	for {
+		names, bound, wait, ok := h.plan(&nextPoll)
+		if !ok {
+			return
+		}
+		if len(names) > 0 {
+			h.read(names, bound)
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-h.kick:
+		}
+	}
+}
+
+// plan returns the names to read now and the deadline of the read, or how
+// long to wait for the next poll; false once there are no subscribers.
+func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Duration, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.names) == 0 {
+		h.looping = false
+		return nil, 0, 0, false
+	}
+	var every time.Duration
+	for _, w := range h.names {
+		for sub := range w.subs {
+			if every == 0 || sub.every < every {
+				every = sub.every
+			}
+			if bound == 0 || sub.bound < bound {
+				bound = sub.bound
+			}
+		}
+	}
+	now := clock.Now()
+	if poll := !now.Before(*nextPoll); poll || h.all {
+		if poll {
+			*nextPoll = now.Add(jitter(every))
+		}
+		for name := range h.names {
+			names = append(names, name)
+		}
+	} else {
+		for name := range h.pending {
+			names = append(names, name)
+		}
+	}
+	clear(h.pending)
+	h.all = false
+	return names, bound, nextPoll.Sub(now), true
+}
+
+// read reads names and delivers their states.
+func (h *hub) read(names []string, bound time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if h.bulk == nil {
+		for _, name := range names {
+			l, err := h.rt.store.Get(ctx, name)
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrNoLease):
+				l = Lease{Name: name}
+			default:
+				continue // the next poll reads it again
+			}
+			h.mu.Lock()
+			h.deliver(name, l)
+			h.mu.Unlock()
+		}
+		return
+	}
+	for len(names) > 0 {
+		chunk := names[:min(len(names), maxBatch)]
+		names = names[len(chunk):]
+		got, err := h.bulk.GetMany(ctx, chunk)
+		if err != nil || len(got) != len(chunk) {
+			continue // the next poll reads them again
+		}
+		h.mu.Lock()
+		for i, name := range chunk {
+			h.deliver(name, got[i])
+		}
+		h.mu.Unlock()
+	}
+}
+
+// changed takes a change from the Store's Notifier.
+func (h *hub) changed(c Change) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case c.Known:
+		h.deliver(c.Name, c.State)
+		return
+	case c.Name == "":
+		h.all = true
+	default:
+		if _, ok := h.names[c.Name]; !ok {
+			return
+		}
+		h.pending[c.Name] = struct{}{}
+	}
+	kick(h.kick)
+}
+
+// deliver hands l, a state of name, to its subscribers by the hub's rule
+// (see hub). h.mu is held.
+func (h *hub) deliver(name string, l Lease) {
+	w := h.names[name]
+	if w == nil {
+		return
+	}
+	if l.Token == 0 {
+		l = Lease{Name: name}
+	} else {
+		if older(l, w.newest) {
+			return
+		}
+		w.newest = l
+	}
+	for sub := range w.subs {
+		if sub.seen.Token == l.Token && sub.seen.Version == l.Version {
+			continue
+		}
+		sub.seen = l
+		select {
+		case <-sub.states: // drop the state it has not received
+		default:
+		}
+		sub.states <- l // never blocks: the buffer is empty and only the hub sends, under h.mu
+	}
+}
+
+// older reports whether a is an older state than b by (Token, Version).
+func older(a, b Lease) bool {
+	return a.Token < b.Token || a.Token == b.Token && a.Version < b.Version
+}

@@ -1,0 +1,81 @@
+package elector
+
+import (
+	"reflect"
+	"sync"
+)
+
+// storeRuntime is the protocol work for one Store instance in this process,
+// shared by every LeaseElector created with that Store value: one renewal
+// schedule for the terms held through it, with one resume watch (see
+// scheduler), and one watch of the leases its candidates wait on (see hub).
+//
+// How it works: each piece runs a goroutine only while it has work (the
+// schedule's loop and resume watch while it has terms, at most renewWorkers
+// store calls, the hub's loop while it has subscribers), so a Store runs a
+// fixed number of goroutines however many leases it serves, and none once
+// its terms have ended and its candidates returned. Each term (from its
+// start to its Resign or Abandon) and each waiting Campaign is a user; the
+// runtime is made for the first and dropped with the last, who waits for its
+// goroutines. It is per Store, not per process, so that the leases of one
+// synctest bubble (each test has its own Store) are served by goroutines of
+// that bubble: a bubble must not touch another's channels and timers.
+type storeRuntime struct {
+	key   any
+	store Store
+	users int            // guarded by runtimes.mu
+	wg    sync.WaitGroup // the runtime's goroutines
+	sched scheduler
+	hub   hub
+}
+
+var runtimes struct {
+	mu sync.Mutex
+	m  map[any]*storeRuntime // by Store (or elector, for a Store that is no map key)
+}
+
+// join returns the runtime of e's Store, made for its first user, and
+// counts one more user; the caller must call leave once.
+func join(e *LeaseElector) *storeRuntime {
+	var key any = e
+	if reflect.ValueOf(e.store).Comparable() {
+		key = e.store
+	}
+	runtimes.mu.Lock()
+	defer runtimes.mu.Unlock()
+	rt := runtimes.m[key]
+	if rt == nil {
+		rt = &storeRuntime{key: key, store: e.store}
+		rt.sched.init(rt)
+		rt.hub.init(rt)
+		if runtimes.m == nil {
+			runtimes.m = map[any]*storeRuntime{}
+		}
+		runtimes.m[key] = rt
+	}
+	rt.users++
+	return rt
+}
+
+// leave ends one use of rt. The last drops rt and waits for its goroutines,
+// which end once they have no work left.
+func (rt *storeRuntime) leave() {
+	runtimes.mu.Lock()
+	rt.users--
+	last := rt.users == 0
+	if last {
+		delete(runtimes.m, rt.key)
+	}
+	runtimes.mu.Unlock()
+	if last {
+		rt.wg.Wait()
+	}
+}
+
+// kick wakes a loop that waits on ch without blocking.
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

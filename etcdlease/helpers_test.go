@@ -116,11 +116,7 @@ func testCtx(tb testing.TB) context.Context {
 }
 
 // watchRunning reports whether s's watch runs.
-func watchRunning(s *Store) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.watch != nil
-}
+func watchRunning(s *Store) bool { return s.changes.Running() }
 
 // releaseWatching is a Store with the WatchRelease that storebench asks
 // for, made of Notify, until storebench follows the elector's Notifier.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -24,74 +23,33 @@ const (
 // Notify implements [elector.Notifier] with one etcd watch of the prefix
 // per Store, which runs while any Notify is not stopped and until
 // [Store.Close]: changed gets the new state of every lease written under
-// the prefix, and a read of everything ("" Name) when the watch starts,
-// as it may have missed writes meanwhile.
+// the prefix, and a read of everything ("" Name) when the watch starts
+// anew, as it may have missed writes meanwhile.
 func (s *Store) Notify(changed func(elector.Change)) (stop func()) {
-	sub := &subscriber{changed: changed}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return func() {}
-	}
-	if s.subs == nil {
-		s.subs = make(map[*subscriber]struct{})
-	}
-	s.subs[sub] = struct{}{}
-	if s.watch == nil {
-		s.watch = s.startWatch()
-	}
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		delete(s.subs, sub)
-		w := s.watch
-		if len(s.subs) > 0 || w == nil {
-			s.mu.Unlock()
-			return
-		}
-		s.watch = nil
-		w.cancel() // under s.mu: no delivery after this
-		s.mu.Unlock()
-		w.wait()
-	})
+	return s.changes.Notify(changed)
 }
 
-// subscriber is one Notify call.
-type subscriber struct{ changed func(elector.Change) }
-
-// prefixWatch is the Store's one watch of its prefix.
+// prefixWatch is the state of the Store's watch of its prefix.
 type prefixWatch struct {
 	watcher clientv3.Watcher
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when run returns
-	rev     int64         // the revision of the last event delivered; 0 to start anew
+	send    func(elector.Change)
+	rev     int64 // the revision of the last event sent; 0 to start anew
 }
 
-// startWatch starts the watch; s.mu is held.
-func (s *Store) startWatch() *prefixWatch {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &prefixWatch{watcher: clientv3.NewWatcher(s.client), ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	go s.runWatch(w)
-	return w
-}
-
-// wait waits for the cancelled watch's goroutine and closes its watcher.
-func (w *prefixWatch) wait() {
-	<-w.done
-	_ = w.watcher.Close()
-}
-
-func (s *Store) runWatch(w *prefixWatch) {
-	defer close(w.done)
+// watch runs the watch of the prefix until ctx ends, starting it again
+// with backoff after it failed.
+func (s *Store) watch(ctx context.Context, send func(elector.Change)) {
+	w := &prefixWatch{watcher: clientv3.NewWatcher(s.client), send: send}
+	defer w.watcher.Close()
 	watchOnce := func(ctx context.Context) (bool, error) { return s.watchOnce(ctx, w) }
-	backoff.Retry(w.ctx, watchBackoffMin, watchBackoffMax, watchOnce, func(err error, wait time.Duration) {
+	backoff.Retry(ctx, watchBackoffMin, watchBackoffMax, watchOnce, func(err error, wait time.Duration) {
 		s.log.Warn("etcdlease: watch failed; starting it again",
 			"prefix", s.prefix, "retry_in", wait, "err", err)
 	})
 }
 
 // watchOnce runs one etcd watch on the prefix until it fails or ctx ends.
-// It resumes after the last event delivered, or, the first time and after
+// It resumes after the last event sent, or, the first time and after
 // a compaction took that revision, starts at the current revision and asks
 // for a read of every lease. ran reports whether etcd created the watch.
 func (s *Store) watchOnce(ctx context.Context, w *prefixWatch) (ran bool, err error) {
@@ -108,18 +66,16 @@ func (s *Store) watchOnce(ctx context.Context, w *prefixWatch) (ran bool, err er
 		if err := resp.Err(); err != nil {
 			return ran, err
 		}
-		changes := make([]elector.Change, 0, len(resp.Events))
 		if resp.Created {
 			ran = true
 			if w.rev == 0 {
-				changes = append(changes, elector.Change{})
+				w.send(elector.Change{})
 			}
 		}
 		for _, ev := range resp.Events {
 			w.rev = ev.Kv.ModRevision
-			changes = append(changes, s.change(ev))
+			w.send(s.change(ev))
 		}
-		s.deliver(w, changes)
 	}
 	if err := ctx.Err(); err != nil {
 		return ran, err
@@ -141,19 +97,4 @@ func (s *Store) change(ev *clientv3.Event) elector.Change {
 		}
 	}
 	return c
-}
-
-// deliver hands changes to every subscriber unless w was stopped. It holds
-// s.mu, as stop does, so that nothing is delivered after stop returns.
-func (s *Store) deliver(w *prefixWatch, changes []elector.Change) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w.ctx.Err() != nil {
-		return
-	}
-	for sub := range s.subs {
-		for _, c := range changes {
-			sub.changed(c)
-		}
-	}
 }

@@ -9,6 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // The keepalive of the clients that Open makes. etcd refuses pings more
@@ -84,13 +86,15 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 }
 
 func newStore(client *clientv3.Client, owns bool, o options) *Store {
-	return &Store{
+	s := &Store{
 		client:     client,
 		ownsClient: owns,
 		prefix:     o.prefix,
 		opTimeout:  o.opTimeout,
 		log:        o.logger,
 	}
+	s.changes = fanout.New(s.watch)
+	return s
 }
 
 // Close stops the store's watch and waits for its goroutine, then
@@ -99,17 +103,8 @@ func newStore(client *clientv3.Client, owns bool, o options) *Store {
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
 		s.closed.Store(true)
-		w := s.watch
-		s.watch = nil
-		if w != nil {
-			w.cancel()
-		}
-		s.mu.Unlock()
-		if w != nil {
-			w.wait()
-		}
+		s.changes.Close()
 		if s.ownsClient {
 			err = s.client.Close()
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // ErrClosed is returned by the operations of a [Store] after [Store.Close].
@@ -33,10 +34,7 @@ type Store struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-
-	mu    sync.Mutex
-	subs  map[*subscriber]struct{} // the Notify callers
-	watch *prefixWatch             // runs while subs is not empty
+	changes   *fanout.Source // runs the watch
 }
 
 var _ interface {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -33,57 +32,21 @@ const (
 // read of everything ("" Name) when the watch starts anew, as it may have
 // missed writes meanwhile.
 func (s *Store) Notify(changed func(elector.Change)) (stop func()) {
-	sub := &subscriber{changed: changed}
-	s.notifyMu.Lock()
-	defer s.notifyMu.Unlock()
-	if s.isClosed() {
-		return func() {}
-	}
-	if s.subs == nil {
-		s.subs = make(map[*subscriber]struct{})
-	}
-	s.subs[sub] = struct{}{}
-	if s.watch == nil {
-		s.watch = s.startWatch()
-	}
-	return sync.OnceFunc(func() {
-		s.notifyMu.Lock()
-		delete(s.subs, sub)
-		w := s.watch
-		if len(s.subs) > 0 || w == nil {
-			s.notifyMu.Unlock()
-			return
-		}
-		s.watch = nil
-		w.cancel() // under notifyMu: no delivery after this
-		s.notifyMu.Unlock()
-		<-w.done
-	})
+	return s.changes.Notify(changed)
 }
 
-// subscriber is one Notify call.
-type subscriber struct{ changed func(elector.Change) }
-
-// namespaceWatch is the Store's one watch of its namespace.
+// namespaceWatch is the state of the Store's watch of its namespace.
 type namespaceWatch struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when run returns
-	rv     string        // the resourceVersion to resume at; "" to start anew
+	send func(elector.Change)
+	rv   string // the resourceVersion to resume at; "" to start anew
 }
 
-// startWatch starts the watch; s.notifyMu is held.
-func (s *Store) startWatch() *namespaceWatch {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &namespaceWatch{ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	go s.runWatch(w)
-	return w
-}
-
-func (s *Store) runWatch(w *namespaceWatch) {
-	defer close(w.done)
+// watch runs the watch of the namespace until ctx ends, starting it again
+// with backoff after it failed.
+func (s *Store) watch(ctx context.Context, send func(elector.Change)) {
+	w := &namespaceWatch{send: send}
 	watchOnce := func(ctx context.Context) (bool, error) { return s.watchOnce(ctx, w) }
-	backoff.Retry(w.ctx, watchBackoffMin, watchBackoffMax, watchOnce, func(err error, wait time.Duration) {
+	backoff.Retry(ctx, watchBackoffMin, watchBackoffMax, watchOnce, func(err error, wait time.Duration) {
 		s.log.Warn("k8slease: lease watch failed; starting it again",
 			"namespace", s.namespace, "retry_in", wait, "err", err)
 	})
@@ -103,7 +66,7 @@ func (s *Store) watchOnce(ctx context.Context, w *namespaceWatch) (ran bool, err
 			return false, fmt.Errorf("list the Leases of namespace %q: %w", s.namespace, err)
 		}
 		w.rv = page.ResourceVersion
-		s.deliver(w, elector.Change{})
+		w.send(elector.Change{})
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 2*watchSeconds*time.Second)
@@ -144,7 +107,7 @@ func (s *Store) watchFrom(ctx context.Context, w *namespaceWatch) (established b
 		}
 		w.rv = obj.ResourceVersion
 		if name, err := LeaseName(obj.Name); err == nil && ev.Type != watch.Bookmark {
-			s.deliver(w, s.change(name, ev.Type, obj))
+			w.send(s.change(name, ev.Type, obj))
 		}
 	}
 }
@@ -173,18 +136,4 @@ func (s *Store) change(name string, t watch.EventType, obj *coordinationv1.Lease
 		c.State = s.lease(name, rec)
 	}
 	return c
-}
-
-// deliver hands c to every subscriber unless w was stopped. It holds
-// s.notifyMu, as stop does, so that nothing is delivered after stop
-// returns.
-func (s *Store) deliver(w *namespaceWatch, c elector.Change) {
-	s.notifyMu.Lock()
-	defer s.notifyMu.Unlock()
-	if w.ctx.Err() != nil {
-		return
-	}
-	for sub := range s.subs {
-		sub.changed(c)
-	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // ErrClosed is returned by the operations of a [Store] after [Store.Close].
@@ -41,13 +42,10 @@ type Store struct {
 	opTimeout time.Duration
 	log       *slog.Logger
 
-	mu     sync.Mutex
-	closed bool
-	high   map[string]uint64 // the largest token seen, by object name
-
-	notifyMu sync.Mutex               // guards subs and watch; no operation takes it
-	subs     map[*subscriber]struct{} // the Notify callers
-	watch    *namespaceWatch          // runs while subs is not empty
+	mu      sync.Mutex
+	closed  bool
+	high    map[string]uint64 // the largest token seen, by object name
+	changes *fanout.Source    // runs the watch
 }
 
 var _ interface {
@@ -72,13 +70,15 @@ func New(client kubernetes.Interface, namespace string, opts ...Option) (*Store,
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		leases:    client.CoordinationV1().Leases(namespace),
 		namespace: namespace,
 		opTimeout: o.opTimeout,
 		log:       o.logger,
 		high:      make(map[string]uint64),
-	}, nil
+	}
+	s.changes = fanout.New(s.watch)
+	return s, nil
 }
 
 // Namespace returns the namespace of the store's Lease objects.
@@ -286,16 +286,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.notifyMu.Lock()
-	w := s.watch
-	s.watch = nil
-	if w != nil {
-		w.cancel()
-	}
-	s.notifyMu.Unlock()
-	if w != nil {
-		<-w.done
-	}
+	s.changes.Close()
 	return nil
 }
 

@@ -77,6 +77,7 @@ func TestNotifyOneWatch(t *testing.T) {
 	assert.False(t, watchRunning(s), "no watch before the first Notify")
 	r1, r2 := notifytest.New(), notifytest.New()
 	stop1, stop2 := s.Notify(r1.Changed), s.Notify(r2.Changed)
+	r1.Expect(t, pushBound, "the watch starts", notifytest.ReadAll) // writes before it are read, not pushed
 
 	l, err := holder.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
 	require.NoError(t, err)

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderaware/leaderaware/internal/testing/counting"
+	countcalls "github.com/leaderaware/leaderaware/internal/testing/counting"
 	"github.com/leaderaware/leaderaware/internal/testing/watchtest"
 	"github.com/leaderaware/leaderaware/k8slease"
 )
@@ -17,7 +17,7 @@ import (
 func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
 	ns := newNamespace(t)
 	c := watchtest.Case[*k8slease.Store]{
-		Candidates: &counting.Store[*k8slease.Store]{S: newStore(t, ns)},
+		Candidates: &countcalls.Store[*k8slease.Store]{S: newStore(t, ns)},
 		TTL:        3 * time.Second, Renew: time.Second, Retry: 500 * time.Millisecond,
 	}
 	for range 3 {

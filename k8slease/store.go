@@ -212,13 +212,13 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 // A Lease that does not decode is reported free, so that the other names
 // still are read and the candidate's TryAcquire reports it.
 func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
-	objs := make(map[string]int, len(names)) // index in names, by object name
+	objs := make(map[string][]int, len(names)) // indexes in names, by object name
 	for i, name := range names {
 		obj, err := s.check(name, time.Second)
 		if err != nil {
 			return nil, err
 		}
-		objs[obj] = i
+		objs[obj] = append(objs[obj], i)
 	}
 	out := make([]elector.Lease, len(names))
 	for i, name := range names {
@@ -236,12 +236,14 @@ func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, e
 			return nil, s.opErr("list", names[0], err)
 		}
 		for j := range page.Items {
-			i, ok := objs[page.Items[j].Name]
-			if !ok {
+			is := objs[page.Items[j].Name]
+			if len(is) == 0 {
 				continue
 			}
 			if rec, err := s.decode(&page.Items[j]); err == nil && rec.holder != "" {
-				out[i] = s.lease(names[i], rec)
+				for _, i := range is {
+					out[i] = s.lease(names[i], rec)
+				}
 			}
 		}
 		if page.Continue == "" {

@@ -37,22 +37,25 @@
 // the revisions written since the backup (a generous 1000000000 costs
 // nothing), and tokens keep growing.
 //
-// # Transactions
+// # How it works
 //
 // Get is one linearizable read. Every write is a compare-and-set in one
-// etcd transaction whose Else branch reads the key, so each operation is
-// atomic and linearizable as etcd is. Nothing depends on etcd leases or
-// sessions, so an expired session or auth token cannot strand a holder
-// (as it can in concurrency.Election, etcd issues #17623 and #19597):
+// etcd transaction that reads the key when the compare fails, so each
+// operation is atomic and linearizable as etcd is. Nothing depends on etcd
+// leases or sessions, so an expired session or auth token cannot strand a
+// holder (as it can in concurrency.Election, etcd issues #17623 and
+// #19597):
 //
 //   - TryAcquire puts the new term if the key is still exactly the observed
 //     lease (the same ModRevision, and the same term in the value), or is
 //     absent, or is released; otherwise it returns the lease the
 //     transaction read, in an *[elector.HeldError].
-//   - Renew, Release and fenced operations commit if the key still holds
-//     the term, unreleased: the value's leading bytes name its token and
+//   - Renew, Release and fenced writes commit if the key still holds the
+//     term, unreleased: the value's leading bytes name its token and
 //     holder; on the write that started the term, the ModRevision is the
-//     token.
+//     token. Each term's compare and write is a nested transaction (etcd
+//     3.3 and later), so RenewMany renews up to 64 terms in one
+//     transaction and still learns which terms were lost.
 //
 // The first compare is what the caller's lease makes likely. When it fails
 // but the key the transaction read still allows the operation (a lease
@@ -61,25 +64,22 @@
 // more transaction. Every call has a deadline: its ctx's, or the operation
 // timeout ([DefaultOpTimeout], [WithOpTimeout]).
 //
-// # Watching leases
+// The elector's watch reads leases with GetMany (one transaction per 64
+// names) and follows them through Notify: one etcd watch of the prefix
+// per Store, which pushes every write under the prefix as the lease's new
+// state, so waiting candidates make no etcd call of their own and a
+// handoff between hosts takes milliseconds. The client resumes the watch
+// after a lost connection; when it cannot (the member lost its leader, or
+// compacted the revisions the watch missed), the watch starts again, with
+// a backoff of up to 5s, and asks the elector to read every lease again.
+// The compare-and-sets stay the correctness path: a renewal the watch
+// missed only fails a takeover.
 //
-// *Store implements [elector.LeaseWatcher] and [elector.ReleaseWatcher]:
-// the first [Store.WatchLease] or [Store.WatchRelease] starts one etcd
-// watch on the prefix per Store, which keeps a copy of the leases under it
-// and hands every write (acquire, renewal, release, delete) to the
-// candidates that wait on that lease. Waiting candidates thus make no etcd
-// call of their own, a handoff between hosts takes milliseconds, and a
-// takeover happens the TTL after the last renewal the watch delivered. The
-// watch is created again with backoff if it fails, reading the prefix
-// again, and stopped by [Store.Close]. The compare-and-sets stay the
-// correctness path: a renewal the watch missed only fails a takeover.
-//
-// # Fenced operations
-//
-// [Store.Fenced] commits etcd operations in the transaction that checks the
-// term, taking the term from the context as the decorator gives it to jobs;
-// [Store.FencedLease] takes the lease explicitly. A stale leader gets an
-// error matching [elector.ErrLeaseLost] and commits nothing.
+// [Store.Fenced] commits etcd operations in one transaction with the
+// compare of the term's lease key, taking the term from the context as the
+// decorator gives it to jobs; [Store.FencedLease] takes the lease
+// explicitly. A stale leader gets an error matching [elector.ErrLeaseLost]
+// and commits nothing.
 //
 // # Tests
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/leaderaware/leaderaware/elector"
 )
 
-// TestHandoffBetweenStores proves the point of the release watch with two
+// TestHandoffBetweenStores proves the point of the store's watch with two
 // electors on two Stores (as on two hosts): when the leader resigns, the
 // waiting candidate leads within milliseconds, long before its next poll
 // (RetryInterval) or the lease's TTL, and with a larger token.
@@ -38,7 +38,7 @@ func TestHandoffBetweenStores(t *testing.T) {
 		term, err := b.Campaign(testCtx(t))
 		got <- result{term, err, time.Now()}
 	}()
-	waitWatching(t, storeB, 1) // b waits on the watch
+	require.Eventually(t, func() bool { return watchRunning(storeB) }, 10*time.Second, 5*time.Millisecond, "b waits on the watch")
 	time.Sleep(100 * time.Millisecond)
 
 	resigned := time.Now()

@@ -15,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // etcdServer is an etcd member embedded in the test process: one member,
@@ -113,46 +115,23 @@ func testCtx(tb testing.TB) context.Context {
 	return ctx
 }
 
-// woken reports whether ch receives within d.
-func woken(ch <-chan struct{}, d time.Duration) bool {
-	select {
-	case <-ch:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
+// watchRunning reports whether s's watch runs.
+func watchRunning(s *Store) bool { return s.changes.Running() }
 
-// drain empties ch.
-func drain(ch <-chan struct{}) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
+// releaseWatching is a Store with the WatchRelease that storebench asks
+// for, made of Notify, until storebench follows the elector's Notifier.
+type releaseWatching struct{ *Store }
+
+func (s releaseWatching) WatchRelease(name string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	return ch, s.Notify(func(c elector.Change) {
+		if c.Name == "" || c.Name == name && (!c.Known || c.State.Token == 0) {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
-	}
-}
-
-// waitWatching waits until s's release watch has been created n times.
-func waitWatching(tb testing.TB, s *Store, n int64) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for watchesStarted(s) < n {
-		if time.Now().After(deadline) {
-			tb.Fatalf("the release watch was created %d times, not %d, within 10s", watchesStarted(s), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func watchesStarted(s *Store) int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.watch == nil {
-		return 0
-	}
-	return s.watch.started.Load()
+	})
 }
 
 // proxy forwards TCP connections from a loopback port to an etcd member,
@@ -164,6 +143,7 @@ type proxy struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	held  bool // new connections are closed at once
 	wg    sync.WaitGroup
 }
 
@@ -190,6 +170,12 @@ func (p *proxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.held {
+			p.mu.Unlock()
+			in.Close()
+			out.Close()
+			continue
+		}
 		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
@@ -202,7 +188,16 @@ func (p *proxy) accept() {
 	}
 }
 
-// cut closes every connection through the proxy; new ones still work.
+// hold makes the proxy close every new connection (held) or forward them
+// again.
+func (p *proxy) hold(held bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = held
+}
+
+// cut closes every connection through the proxy; new ones still work
+// unless it holds them.
 func (p *proxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

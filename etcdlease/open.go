@@ -9,6 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // The keepalive of the clients that Open makes. etcd refuses pings more
@@ -84,29 +86,25 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 }
 
 func newStore(client *clientv3.Client, owns bool, o options) *Store {
-	return &Store{
+	s := &Store{
 		client:     client,
 		ownsClient: owns,
 		prefix:     o.prefix,
 		opTimeout:  o.opTimeout,
 		log:        o.logger,
-		watchers:   make(map[string]map[chan struct{}]struct{}),
 	}
+	s.changes = fanout.New(s.watch)
+	return s
 }
 
-// Close stops the store's lease watch and waits for its goroutine, then
+// Close stops the store's watch and waits for its goroutine, then
 // closes the client if [Open] made it. Operations after Close return
 // [ErrClosed]. Close is idempotent; its error is the client's.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
 		s.closed.Store(true)
-		w := s.watch
-		s.mu.Unlock()
-		if w != nil {
-			w.stop()
-		}
+		s.changes.Close()
 		if s.ownsClient {
 			err = s.client.Close()
 		}

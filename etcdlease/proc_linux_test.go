@@ -137,11 +137,11 @@ func TestChaosProcesses(t *testing.T) {
 	key := prefix + replicatest.LeaseName
 	save := func(ctx context.Context) (func(context.Context) (bool, error), error) {
 		resp, err := raw.Get(ctx, key)
-		if err != nil || len(resp.Kvs) == 0 || isReleased(resp.Kvs[0].Value) {
+		if err != nil || len(resp.Kvs) == 0 {
 			return nil, err
 		}
-		saved, _, err := decodeLease(replicatest.LeaseName, resp.Kvs[0])
-		if err != nil {
+		saved, released, err := decodeLease(replicatest.LeaseName, resp.Kvs[0])
+		if err != nil || released {
 			return nil, err
 		}
 		value := string(resp.Kvs[0].Value)

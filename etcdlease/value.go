@@ -75,9 +75,6 @@ func notALease(kv *mvccpb.KeyValue, err error) error {
 		"(delete the key to free the lease): %w", kv.Key, kv.Value, err)
 }
 
-// releasedPrefix starts every released lease value.
-const releasedPrefix = `{"released":true,`
-
 // valuePrefix returns the leading bytes of every encoded record with these
 // Released and Token fields and, if holder is not nil, this Holder.
 func valuePrefix(released bool, token uint64, holder *string) string {

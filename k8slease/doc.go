@@ -57,13 +57,17 @@
 // Every call has a deadline: its ctx's, or the operation timeout
 // ([DefaultOpTimeout], [WithOpTimeout]).
 //
-// # Watching leases
+// # How it works
 //
-// *Store implements [elector.LeaseWatcher] with one List and Watch of the
-// Leases of its namespace per Store (see [Store.WatchLease]): waiting
-// candidates make no API request of their own, a released lease is taken in
-// about one watch event, and a takeover happens the TTL after the last
-// renewal the watch delivered.
+// The elector's watch reads leases with GetMany, one List of the namespace,
+// and follows them through Notify: one watch of the Leases of the
+// namespace per Store, which pushes every write as the lease's new state,
+// so waiting candidates make no API request of their own and a released
+// lease is taken in about one watch event. The watch resumes from the last
+// resourceVersion it saw when the API server ends it; after 410 Gone (a
+// compacted resourceVersion) it starts anew from the current one and asks
+// the elector to read every lease again. The API server has no multi-object
+// update, so renewals stay one patch per term.
 //
 // # Fencing
 //

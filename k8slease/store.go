@@ -18,6 +18,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // ErrClosed is returned by the operations of a [Store] after [Store.Close].
@@ -27,10 +28,13 @@ var ErrClosed = errors.New("k8slease: store is closed")
 // changed between its read and its write.
 const maxAttempts = 5
 
+// listPage is how many Leases each page of GetMany's List holds at most.
+const listPage = 500
+
 // Store is an [elector.Store] on coordination.k8s.io/v1 Lease objects in
 // one namespace, one object per lease name (see [ObjectName]), every write
-// a compare-and-set (see the package documentation). It implements
-// [elector.LeaseWatcher] with one watch of the namespace. A Store is safe
+// a compare-and-set (see the package documentation), with the elector's
+// bulk reads and pushes from one watch of the namespace. A Store is safe
 // for concurrent use; Close it when done.
 type Store struct {
 	leases    coordinationclient.LeaseInterface
@@ -38,15 +42,16 @@ type Store struct {
 	opTimeout time.Duration
 	log       *slog.Logger
 
-	mu     sync.Mutex
-	closed bool
-	high   map[string]uint64 // the largest token seen, by object name
-	watch  *leaseWatch       // started by the first WatchLease
+	mu      sync.Mutex
+	closed  bool
+	high    map[string]uint64 // the largest token seen, by object name
+	changes *fanout.Source    // runs the watch
 }
 
 var _ interface {
 	elector.Store
-	elector.LeaseWatcher
+	elector.BulkReader
+	elector.Notifier
 } = (*Store)(nil)
 
 // New returns a Store on the Leases of namespace through client, which the
@@ -65,13 +70,15 @@ func New(client kubernetes.Interface, namespace string, opts ...Option) (*Store,
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		leases:    client.CoordinationV1().Leases(namespace),
 		namespace: namespace,
 		opTimeout: o.opTimeout,
 		log:       o.logger,
 		high:      make(map[string]uint64),
-	}, nil
+	}
+	s.changes = fanout.New(s.watch)
+	return s, nil
 }
 
 // Namespace returns the namespace of the store's Lease objects.
@@ -200,6 +207,52 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 	return s.lease(name, rec), nil
 }
 
+// GetMany implements [elector.BulkReader] with one consistent List of the
+// Leases of the namespace, page by page, of which it keeps those of names.
+// A Lease that does not decode is reported free, so that the other names
+// still are read and the candidate's TryAcquire reports it.
+func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	objs := make(map[string][]int, len(names)) // indexes in names, by object name
+	for i, name := range names {
+		obj, err := s.check(name, time.Second)
+		if err != nil {
+			return nil, err
+		}
+		objs[obj] = append(objs[obj], i)
+	}
+	out := make([]elector.Lease, len(names))
+	for i, name := range names {
+		out[i] = elector.Lease{Name: name}
+	}
+	if len(names) == 0 {
+		return out, nil
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		page, err := s.leases.List(ctx, opts)
+		if err != nil {
+			return nil, s.opErr("list", names[0], err)
+		}
+		for j := range page.Items {
+			is := objs[page.Items[j].Name]
+			if len(is) == 0 {
+				continue
+			}
+			if rec, err := s.decode(&page.Items[j]); err == nil && rec.holder != "" {
+				for _, i := range is {
+					out[i] = s.lease(names[i], rec)
+				}
+			}
+		}
+		if page.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
 // patchTerm applies patch, which tests that the Lease holds l's term, and
 // returns the patched Lease, or nil if the Lease no longer holds the term.
 // The API server answers a failed test with 422, as it does other invalid
@@ -234,20 +287,20 @@ func (s *Store) patchTerm(ctx context.Context, obj string, l elector.Lease, patc
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	w := s.watch
 	s.mu.Unlock()
-	if w != nil {
-		w.stop()
-	}
+	s.changes.Close()
 	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // check validates what every operation gets and returns the object name.
 func (s *Store) check(name string, ttl time.Duration) (string, error) {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.isClosed() {
 		return "", ErrClosed
 	}
 	if err := elector.ValidateTTL(ttl); err != nil {
@@ -301,10 +354,7 @@ func (s *Store) nextToken(obj string, last uint64, now time.Time) uint64 {
 func wallMicro() time.Time { return clock.Wall().UTC().Truncate(time.Microsecond) }
 
 func (s *Store) opErr(op, name string, err error) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.isClosed() {
 		return fmt.Errorf("k8slease: %s lease %q: %w (%v)", op, name, ErrClosed, err)
 	}
 	if apierrors.IsForbidden(err) {

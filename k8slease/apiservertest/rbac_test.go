@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/testing/watchtest"
+	"github.com/leaderaware/leaderaware/internal/testing/notifytest"
 	"github.com/leaderaware/leaderaware/k8slease"
 )
 
@@ -55,12 +55,16 @@ func TestRBAC(t *testing.T) {
 		term, err = e.Campaign(testCtx(t))
 		return err == nil
 	}, 20*time.Second, 100*time.Millisecond, "the Role allows a campaign")
-	states, stop := s.WatchLease("job", time.Minute)
-	defer stop()
-	watchtest.ExpectState(t, states, term.Lease(), 10*time.Second, "the Role allows the watch")
+	got, err := s.GetMany(testCtx(t), []string{"job"})
+	require.NoError(t, err, "the Role allows a bulk read")
+	assert.Equal(t, []elector.Lease{term.Lease()}, got)
+	changes := notifytest.New()
+	defer s.Notify(changes.Changed)()
+	changes.Expect(t, 10*time.Second, "the Role allows the watch", notifytest.ReadAll)
 	r, err := s.Renew(testCtx(t), term.Lease(), 2*time.Second)
 	require.NoError(t, err, "the Role allows a renewal")
+	changes.ExpectState(t, 10*time.Second, r, "renewed")
 	term.Abandon()
 	require.NoError(t, s.Release(testCtx(t), r))
-	watchtest.ExpectState(t, states, elector.Lease{}, 10*time.Second, "released")
+	changes.ExpectState(t, 10*time.Second, elector.Lease{Name: "job"}, "released")
 }

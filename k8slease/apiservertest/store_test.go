@@ -10,7 +10,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/elector/electortest"
-	"github.com/leaderaware/leaderaware/internal/testing/watchtest"
+	"github.com/leaderaware/leaderaware/internal/testing/notifytest"
 	"github.com/leaderaware/leaderaware/k8slease"
 )
 
@@ -73,20 +73,77 @@ func TestTokensAfterDelete(t *testing.T) {
 	assert.Greater(t, third.Token, second.Token, "a new store floors tokens at the wall clock")
 }
 
-// TestWatchSeesDelete: a watcher of a lease receives it free when the Lease
-// is deleted, and held again when a store acquires it.
-func TestWatchSeesDelete(t *testing.T) {
+// TestNotify: Notify pushes what another Store writes as Known states (an
+// acquire, a renewal, a release, a delete), and a read of everything when
+// the watch starts; the last stop ends the watch, and a Notify after it
+// starts one anew.
+func TestNotify(t *testing.T) {
+	ns := newNamespace(t)
+	s, other := newStore(t, ns), newStore(t, ns)
+	r := notifytest.New()
+	stop := s.Notify(r.Changed)
+	r.Expect(t, 10*time.Second, "the watch starts", notifytest.ReadAll)
+	l, err := other.TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	got := r.ExpectState(t, 10*time.Second, l, "acquired")
+	assert.Equal(t, l, got.State)
+	l, err = other.Renew(testCtx(t), l, 2*time.Minute)
+	require.NoError(t, err)
+	r.ExpectState(t, 10*time.Second, l, "renewed")
+	require.NoError(t, other.Release(testCtx(t), l))
+	r.ExpectState(t, 10*time.Second, elector.Lease{Name: "job"}, "released")
+	l, err = other.TryAcquire(testCtx(t), "job", "b", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	r.ExpectState(t, 10*time.Second, l, "acquired again")
+	require.NoError(t, admin(t).CoordinationV1().Leases(ns).Delete(testCtx(t), "job", metav1.DeleteOptions{}))
+	r.ExpectState(t, 10*time.Second, elector.Lease{Name: "job"}, "deleted")
+
+	stop()
+	stop()
+	n := r.Len()
+	_, err = other.TryAcquire(testCtx(t), "job", "c", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	again := notifytest.New()
+	defer s.Notify(again.Changed)()
+	again.Expect(t, 10*time.Second, "a new watch after the last stop", notifytest.ReadAll)
+	assert.Equal(t, n, r.Len(), "a stopped callback must not be called")
+}
+
+// TestGetMany: GetMany returns the state of every name in order, held,
+// released, deleted or never written, from one List of the namespace, and
+// a Lease that does not decode as free, for TryAcquire to report.
+func TestGetMany(t *testing.T) {
 	ns := newNamespace(t)
 	s := newStore(t, ns)
-	states, stop := s.WatchLease("job", time.Minute)
-	defer stop()
-	watchtest.ExpectState(t, states, elector.Lease{}, 10*time.Second, "never written")
-	l, err := newStore(t, ns).TryAcquire(testCtx(t), "job", "a", time.Minute, elector.Lease{})
+	names := []string{"held", "released", "deleted", "never", "Encoded Name", "bad"}
+	want := make([]elector.Lease, len(names))
+	for i, name := range names {
+		want[i] = elector.Lease{Name: name}
+		if name == "never" {
+			continue
+		}
+		l, err := s.TryAcquire(testCtx(t), name, "a", time.Minute, elector.Lease{})
+		require.NoError(t, err)
+		switch name {
+		case "held", "Encoded Name":
+			want[i] = l
+		case "released":
+			require.NoError(t, s.Release(testCtx(t), l))
+		case "deleted":
+			require.NoError(t, admin(t).CoordinationV1().Leases(ns).Delete(testCtx(t), name, metav1.DeleteOptions{}))
+		case "bad":
+			obj, err := admin(t).CoordinationV1().Leases(ns).Get(testCtx(t), name, metav1.GetOptions{})
+			require.NoError(t, err)
+			obj.Annotations[k8slease.AnnotationToken] = "x"
+			_, err = admin(t).CoordinationV1().Leases(ns).Update(testCtx(t), obj, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	got, err := s.GetMany(testCtx(t), names)
 	require.NoError(t, err)
-	watchtest.ExpectState(t, states, l, 10*time.Second, "acquired")
-	require.NoError(t, admin(t).CoordinationV1().Leases(ns).Delete(testCtx(t), "job", metav1.DeleteOptions{}))
-	watchtest.ExpectState(t, states, elector.Lease{}, 10*time.Second, "deleted")
-	l, err = s.TryAcquire(testCtx(t), "job", "b", time.Minute, elector.Lease{})
-	require.NoError(t, err)
-	watchtest.ExpectState(t, states, l, 10*time.Second, "acquired again")
+	assert.Equal(t, want, got)
+	_, err = s.TryAcquire(testCtx(t), "bad", "a", time.Minute, elector.Lease{})
+	require.ErrorContains(t, err, k8slease.AnnotationToken)
+	_, err = s.GetMany(testCtx(t), []string{"held", ""})
+	require.Error(t, err, "an invalid name")
 }

@@ -51,7 +51,8 @@ type scheduler struct {
 	terms   map[*leaseTerm]struct{}
 	looping bool
 	queue   [][]*leaseTerm
-	workers int
+	workers int // running work; busy of them are in a store call
+	busy    int
 	waker   *clock.Waker // the resume watch's, while there are terms
 	wakeAt  time.Time    // the Waker's deadline
 }
@@ -177,7 +178,7 @@ func (s *scheduler) dispatch() (time.Duration, bool) {
 			due = due[n:]
 		}
 	}
-	for s.workers < renewWorkers && s.workers < len(s.queue) {
+	for s.workers < renewWorkers && s.workers-s.busy < len(s.queue) {
 		s.workers++
 		s.rt.wg.Add(1)
 		go s.work()
@@ -188,8 +189,11 @@ func (s *scheduler) dispatch() (time.Duration, bool) {
 // work runs queued renewals until the queue is empty.
 func (s *scheduler) work() {
 	defer s.rt.wg.Done()
-	for {
+	for done := false; ; done = true {
 		s.mu.Lock()
+		if done {
+			s.busy--
+		}
 		if len(s.queue) == 0 {
 			s.workers--
 			s.mu.Unlock()
@@ -198,6 +202,7 @@ func (s *scheduler) work() {
 		job := s.queue[0]
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
+		s.busy++
 		s.mu.Unlock()
 		s.renew(job)
 		kick(s.kick)

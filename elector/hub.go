@@ -102,12 +102,21 @@ func (sub *subscription) stop() {
 }
 
 // saw tells the hub the state the candidate watches now, learned from the
-// store's own answer (a TryAcquire's ErrHeld).
+// store's own answer (a TryAcquire's ErrHeld). A held state queued for the
+// candidate before that answer is dropped: it would restart the watch of the
+// current state, which the hub, having seen, would not hand it again.
 func (sub *subscription) saw(l Lease) {
 	sub.h.mu.Lock()
 	defer sub.h.mu.Unlock()
 	sub.seen = l
 	sub.h.names[sub.name].answered(l)
+	select {
+	case q := <-sub.states:
+		if q.Token == 0 {
+			sub.states <- q // a free state is taken at once
+		}
+	default:
+	}
 }
 
 // answered takes l, a held state the store answered a compare-and-set

@@ -132,3 +132,114 @@ func TestReadSlowerThanRetryIntervalStillWatches(t *testing.T) {
 		require.NoError(t, tb.Resign(t.Context()))
 	})
 }
+
+// swappingRenewer is a memory store whose RenewMany returns its results in
+// reverse order: a store bug (an UPDATE ... RETURNING read back by row
+// order, not by name) that the schedule would apply to the wrong terms.
+type swappingRenewer struct{ *elector.MemoryStore }
+
+func (s swappingRenewer) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
+	got, err := s.MemoryStore.RenewMany(ctx, terms)
+	for i, j := 0, len(got)-1; i < j; i, j = i+1, j-1 {
+		got[i], got[j] = got[j], got[i]
+	}
+	return got, err
+}
+
+// TestRenewManyResultOfAnotherLeaseRenewsNoTerm: a RenewMany result whose
+// name or token is not the term's does not renew that term. Otherwise a
+// term whose lease was taken over is trusted on, by another lease's
+// renewal, while the new holder leads: two leaders.
+func TestRenewManyResultOfAnotherLeaseRenewsNoTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		s := swappingRenewer{mem}
+		cfg := fast
+		cfg.Holder = "x"
+		ea, err := elector.New(s, "a", cfg)
+		require.NoError(t, err)
+		eb, err := elector.New(s, "b", cfg)
+		require.NoError(t, err)
+		ta, tb := campaign(t, ea), campaign(t, eb) // renewed together, in one RenewMany
+		defer ta.Abandon()
+		defer tb.Abandon()
+		time.Sleep(100 * time.Millisecond)
+		// a's lease is released and taken by y behind x's back.
+		require.NoError(t, mem.Release(t.Context(), ta.Lease()))
+		ly, err := mem.TryAcquire(t.Context(), "a", "y", cfg.TTL, elector.Lease{})
+		require.NoError(t, err)
+		time.Sleep(cfg.TTL)
+		cur, err := mem.Get(t.Context(), "a")
+		require.NoError(t, err)
+		require.Equal(t, ly.Token, cur.Token, "y holds a")
+		assert.Zero(t, trustOf(ta), "two leaders: x trusts its term of a, renewed by b's result, while y holds a")
+		assert.Equal(t, "a", ta.Lease().Name, "the term of a carries another lease")
+	})
+}
+
+// rollbackHangs is a fenced transaction whose Rollback returns only when
+// its context ends or the test lets it go.
+type rollbackHangs struct{ release chan struct{} }
+
+func (rollbackHangs) Held(context.Context, elector.Lease) error { return nil }
+func (rollbackHangs) Commit(context.Context) error             { return nil }
+func (tx rollbackHangs) Rollback(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tx.release:
+		return nil
+	}
+}
+
+// TestFenceRollbackHasADeadline: Fence bounds the Rollback of a write it
+// refuses (or fn failed), as every store call is bounded: a Rollback on a
+// dead connection does not hang the job's fenced write forever. Fence
+// hands Rollback a context without a deadline.
+func TestFenceRollbackHasADeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		term := campaign(t, newElector(t, elector.NewMemoryStore(), "a", fast))
+		defer term.Abandon()
+		tx := rollbackHangs{release: make(chan struct{})}
+		done := make(chan error, 1)
+		go func() {
+			done <- elector.Fence(elector.ContextWithTerm(t.Context(), term),
+				func(context.Context, elector.Lease, time.Duration) (rollbackHangs, error) { return tx, nil },
+				func(context.Context, rollbackHangs) error { return context.Canceled })
+		}()
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, context.Canceled)
+		case <-time.After(time.Minute):
+			t.Error("Fence still waits for its Rollback a minute later")
+			close(tx.release)
+			<-done
+		}
+	})
+}
+
+// TestCampaignReturnsAtOnceWhenCanceled: a Campaign whose ctx ends returns
+// at once, even while the watch's read of its lease hangs. Campaign's
+// last leave of the Store's runtime waits for the watch's goroutine, which
+// waits for the read's own deadline (the RetryInterval, here 2s): an app's
+// Stop waits that long.
+func TestCampaignReturnsAtOnceWhenCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		ta := campaign(t, newElector(t, mem, "a", fast))
+		defer ta.Abandon()
+		eb := newElector(t, &stuckReads{Store: mem, mem: mem}, "b", fast)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, err := eb.Campaign(ctx)
+			assert.ErrorIs(t, err, context.Canceled)
+		}()
+		time.Sleep(time.Millisecond) // b waits, its first read hangs
+		cancel()
+		canceled := time.Now()
+		<-done
+		assert.Less(t, time.Since(canceled), 10*time.Millisecond, "Campaign returned late")
+	})
+}

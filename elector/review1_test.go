@@ -182,7 +182,7 @@ func TestRenewManyResultOfAnotherLeaseRenewsNoTerm(t *testing.T) {
 type rollbackHangs struct{ release chan struct{} }
 
 func (rollbackHangs) Held(context.Context, elector.Lease) error { return nil }
-func (rollbackHangs) Commit(context.Context) error             { return nil }
+func (rollbackHangs) Commit(context.Context) error              { return nil }
 func (tx rollbackHangs) Rollback(ctx context.Context) error {
 	select {
 	case <-ctx.Done():

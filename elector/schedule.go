@@ -254,8 +254,12 @@ func (s *scheduler) renew(job []*leaseTerm) {
 		var l Lease
 		terr := err
 		if err == nil {
-			if l = got[i]; l.Token == 0 {
+			switch l = got[i]; {
+			case l.Token == 0:
 				terr = fmt.Errorf("renew lease %q token %d: %w", leases[i].Name, leases[i].Token, ErrLeaseLost)
+			case l.Name != leases[i].Name || l.Token != leases[i].Token:
+				// Another lease's result: it must not extend this term.
+				terr = fmt.Errorf("elector: %T.RenewMany returned lease %q token %d for lease %q token %d", s.rt.store, l.Name, l.Token, leases[i].Name, leases[i].Token)
 			}
 		}
 		s.renewed(t, start, l, terr)

@@ -35,6 +35,10 @@ type hub struct {
 	looping bool
 	pending map[string]struct{} // names to read at once
 	all     bool                // read every name at once
+	// The context of the reads, ended when the last subscriber stops, so
+	// that its Campaign, which waits for the loop, waits for no read.
+	reads    context.Context
+	endReads context.CancelFunc
 }
 
 // watchedName is the subscribers of one lease name.
@@ -75,6 +79,9 @@ func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease) *su
 	w.subs[sub] = struct{}{}
 	w.answered(seen)
 	h.pending[name] = struct{}{}
+	if h.reads == nil || h.reads.Err() != nil {
+		h.reads, h.endReads = context.WithCancel(context.Background())
+	}
 	if !h.looping {
 		h.looping = true
 		h.rt.wg.Add(1)
@@ -96,6 +103,7 @@ func (sub *subscription) stop() {
 		delete(h.names, sub.name)
 		delete(h.pending, sub.name)
 		if len(h.names) == 0 {
+			h.endReads()
 			kick(h.kick)
 		}
 	}
@@ -138,12 +146,12 @@ func (h *hub) loop() {
 	defer timer.Stop()
 	var nextPoll time.Time
 	for {
-		names, bound, wait, ok := h.plan(&nextPoll)
+		ctx, names, bound, wait, ok := h.plan(&nextPoll)
 		if !ok {
 			return
 		}
 		if len(names) > 0 {
-			h.read(names, bound)
+			h.read(ctx, names, bound)
 			continue
 		}
 		timer.Reset(wait)
@@ -154,16 +162,17 @@ func (h *hub) loop() {
 	}
 }
 
-// plan returns the names to read now and the deadline of each store call
-// (the least RetryInterval and trust window of the subscribers: a read that
-// takes longer is stuck, and the next poll tries again), or how long to
-// wait for the next poll; false once there are no subscribers.
-func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Duration, ok bool) {
+// plan returns the names to read now, the reads' context and the deadline
+// of each store call (the least RetryInterval and trust window of the
+// subscribers: a read that takes longer is stuck, and the next poll tries
+// again), or how long to wait for the next poll; false once there are no
+// subscribers.
+func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, bound, wait time.Duration, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.names) == 0 {
 		h.looping = false
-		return nil, 0, 0, false
+		return nil, nil, 0, 0, false
 	}
 	var every time.Duration
 	for _, w := range h.names {
@@ -191,15 +200,15 @@ func (h *hub) plan(nextPoll *time.Time) (names []string, bound, wait time.Durati
 	}
 	clear(h.pending)
 	h.all = false
-	return names, bound, nextPoll.Sub(now), true
+	return h.reads, names, bound, nextPoll.Sub(now), true
 }
 
 // read reads names and delivers their states. Each store call is bounded
-// by bound.
-func (h *hub) read(names []string, bound time.Duration) {
+// by bound, and ends with reads.
+func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
 	if h.bulk == nil {
 		for _, name := range names {
-			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			ctx, cancel := context.WithTimeout(reads, bound)
 			l, err := h.rt.store.Get(ctx, name)
 			cancel()
 			switch {
@@ -218,7 +227,7 @@ func (h *hub) read(names []string, bound time.Duration) {
 	for len(names) > 0 {
 		chunk := names[:min(len(names), maxBatch)]
 		names = names[len(chunk):]
-		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		ctx, cancel := context.WithTimeout(reads, bound)
 		got, err := h.bulk.GetMany(ctx, chunk)
 		cancel()
 		if err != nil || len(got) != len(chunk) {

@@ -243,3 +243,38 @@ func TestCampaignReturnsAtOnceWhenCanceled(t *testing.T) {
 		assert.Less(t, time.Since(canceled), 10*time.Millisecond, "Campaign returned late")
 	})
 }
+
+// polled is a memory store without Notifier: its watch learns of writes
+// only by reading, every RetryInterval.
+type polled struct {
+	elector.Store
+	elector.BulkReader
+}
+
+// TestRollbackToTheWatchedStateMakesNoSecondLeader: a candidate that saw
+// state X, and read nothing since (its RetryInterval is longer than the
+// TTL), does not take the lease over when the row is rolled back to X
+// (a failover to a standby that lagged) after the holder renewed it
+// twice: the holder still trusts its last renewal. The watch counts from
+// the first sight of X, as if X had stood ever since.
+func TestRollbackToTheWatchedStateMakesNoSecondLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := elector.NewMemoryStore()
+		ta := campaign(t, newElector(t, mem, "a", fast)) // renews at 1s, 2s, 3s, ...
+		defer ta.Abandon()
+		x := ta.Lease()
+		time.Sleep(500 * time.Millisecond)
+		cfg := fast
+		cfg.RetryInterval = 10 * time.Second
+		won, stop := rollbacktest.CampaignAsync(t, newElector(t, polled{mem, mem}, "b", cfg))
+		defer stop()
+		time.Sleep(2700 * time.Millisecond) // a renewed at 3s
+		mem.Restore(x)                      // at 3.2s; b's watch of X ends at 3.5s
+		select {
+		case tb := <-won:
+			assert.Zero(t, trustOf(ta), "two leaders: b took the lease over while a trusts its renewal of 3s")
+			require.NoError(t, tb.Resign(t.Context()))
+		case <-time.After(fast.TTL):
+		}
+	})
+}

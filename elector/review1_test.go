@@ -2,6 +2,7 @@ package elector_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -276,5 +277,35 @@ func TestRollbackToTheWatchedStateMakesNoSecondLeader(t *testing.T) {
 			require.NoError(t, tb.Resign(t.Context()))
 		case <-time.After(fast.TTL):
 		}
+	})
+}
+
+// TestSixteenHungSlowRenewalsDelayNoFastTerm: sixteen hung renewals of
+// terms with a long RenewInterval (each bounded by 10s) fill every worker
+// of the Store's schedule; a term with a 1s RenewInterval on the same
+// Store, whose own renewal would succeed, waits for a worker past its
+// trust window. Each call should be bounded by what the terms waiting
+// behind it can afford.
+func TestSixteenHungSlowRenewalsDelayNoFastTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &hangingStore{Store: elector.NewMemoryStore(), hang: map[string]bool{"fast": false}}
+		slowCfg := elector.Config{TTL: 30 * time.Second, RenewInterval: 10 * time.Second, RetryInterval: time.Second, Holder: "a"}
+		for i := range 16 {
+			name := fmt.Sprintf("slow/%d", i)
+			s.hang[name] = true
+			e, err := elector.New(s, name, slowCfg)
+			require.NoError(t, err)
+			term := campaign(t, e) // due at 10s; its Renew hangs 10s–20s
+			defer term.Abandon()
+		}
+		time.Sleep(9500 * time.Millisecond)
+		fastCfg := fast
+		fastCfg.Holder = "a"
+		ef, err := elector.New(s, "fast", fastCfg)
+		require.NoError(t, err)
+		quick := campaign(t, ef) // due at 10.5s, trusted until 12.2s
+		defer func() { assert.NoError(t, quick.Resign(context.Background())) }()
+		time.Sleep(5 * time.Second)
+		assert.NoError(t, quick.Err(), "the healthy term ended while other terms' renewals hung")
 	})
 }

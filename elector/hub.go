@@ -13,17 +13,34 @@ import (
 // that they make no store calls of their own.
 //
 // How it works: each waiting Campaign subscribes to its lease name. One loop
-// reads every subscribed name every RetryInterval (the shortest among the
-// subscribers, jittered), with one GetMany per maxBatch names when the Store
-// is a BulkReader and one Get each otherwise, and reads a name at once when
-// it is newly subscribed or the Store's Notifier asks. A Notifier's known
-// states are delivered as they come. Each subscriber gets the latest state
-// only, by one rule: a held state older, by (Token, Version), than a held
-// state already delivered for that name is dropped (a late read); a free
-// state is always delivered (a stale one costs one TryAcquire, a
-// compare-and-set), and the state a candidate's compare-and-set was
-// answered with counts as the newest, whatever its order. A subscriber is
-// not handed the state it already watches again.
+// reads every subscribed name at the shortest poll interval among the
+// subscribers (each min(RetryInterval, SafetyMargin(TTL)/2), jittered),
+// with one GetMany per maxBatch names when the Store is a BulkReader and one
+// Get each otherwise, and reads a name at once when it is newly subscribed
+// or the Store's Notifier asks. Each store call is bounded by the least,
+// among the subscribers, of the longer of RetryInterval and the margin
+// (SafetyMargin(TTL)), within the trust window: a read slower than the
+// RetryInterval delays the next poll, and the gap reset below keeps that
+// safe; one slower than the margin leaves a gap anyway. A Notifier's known states
+// are delivered as they come. Each subscriber gets the latest state only, by
+// one rule: a held state older, by (Token, Version), than a held state
+// already delivered for that name is dropped (a late read); a free state is
+// always delivered (a stale one costs one TryAcquire, a compare-and-set),
+// and the state a candidate's compare-and-set was answered with counts as
+// the newest, whatever its order. A subscriber is not handed the state it
+// already watches again, except as a restart:
+//
+// Gap reset: a rollback (a failover to a standby that lagged, a restore)
+// erases writes the candidate never saw, and a holder's next renewal after
+// it lands before the takeover only if the candidate's reads leave no gap
+// longer than the margin. So each subscription records the clock.Now at the
+// start of each successful read of its name (reads, not a Notifier's known
+// states); when a read starts more than SafetyMargin(TTL) after the last
+// one, a subscriber whose state is unchanged is handed it again with
+// restart set, and its watch starts over. The first read counts from the
+// subscribe, just after the candidate's compare-and-set was answered with
+// the state: the read at once that follows never restarts the watch, one
+// delayed past the margin by failed reads does.
 type hub struct {
 	rt       *storeRuntime
 	bulk     BulkReader // the Store's, or nil
@@ -49,11 +66,22 @@ type watchedName struct {
 
 // subscription is one waiting candidate's watch of its lease.
 type subscription struct {
-	h            *hub
-	name         string
-	every, bound time.Duration // its RetryInterval; the deadline of a read for it
-	states       chan Lease    // the latest state not yet received
-	seen         Lease         // the state it watches; guarded by h.mu
+	h      *hub
+	name   string
+	every  time.Duration // its poll interval
+	margin time.Duration // SafetyMargin of its TTL: the longest gap between reads
+	bound  time.Duration // the deadline of a read for it (see hub)
+	states chan state    // the latest state not yet received
+	// Guarded by h.mu:
+	seen     Lease     // the state it watches
+	lastRead time.Time // the start of its name's last successful read
+}
+
+// state is a state handed to a subscriber. restart is set when it is the
+// state the subscriber watches, handed again after a gap in the reads.
+type state struct {
+	Lease
+	restart bool
 }
 
 func (h *hub) init(rt *storeRuntime) {
@@ -65,10 +93,14 @@ func (h *hub) init(rt *storeRuntime) {
 	h.pending = map[string]struct{}{}
 }
 
-// subscribe starts a watch of name, read at least every `every`, each read
-// bounded by bound, by a candidate that watches seen.
-func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease) *subscription {
-	sub := &subscription{h: h, name: name, every: every, bound: bound, states: make(chan Lease, 1), seen: seen}
+// subscribe starts a watch of name by a candidate with the given
+// RetryInterval and TTL that watches seen.
+func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease) *subscription {
+	margin := SafetyMargin(ttl)
+	sub := &subscription{
+		h: h, name: name, every: min(retry, margin/2), margin: margin, bound: min(max(retry, margin), ttl-margin),
+		states: make(chan state, 1), seen: seen, lastRead: clock.Now(),
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w := h.names[name]
@@ -120,11 +152,19 @@ func (sub *subscription) saw(l Lease) {
 	sub.h.names[sub.name].answered(l)
 	select {
 	case q := <-sub.states:
-		if q.Token == 0 {
-			sub.states <- q // a free state is taken at once
+		if q.Token == 0 || q.restart && same(q.Lease, l) {
+			sub.states <- q // a free state is taken at once; a restart still holds
 		}
 	default:
 	}
+}
+
+// fresh reports whether a read of the name started within the margin: a
+// watch may complete only then, since the reset of a gap needs a read.
+func (sub *subscription) fresh() bool {
+	sub.h.mu.Lock()
+	defer sub.h.mu.Unlock()
+	return clock.Since(sub.lastRead) <= sub.margin
 }
 
 // answered takes l, a held state the store answered a compare-and-set
@@ -163,10 +203,8 @@ func (h *hub) loop() {
 }
 
 // plan returns the names to read now, the reads' context and the deadline
-// of each store call (the least RetryInterval and trust window of the
-// subscribers: a read that takes longer is stuck, and the next poll tries
-// again), or how long to wait for the next poll; false once there are no
-// subscribers.
+// of each store call (see hub), or how long to wait for the next poll; false
+// once there are no subscribers.
 func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, bound, wait time.Duration, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -180,8 +218,8 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, bo
 			if every == 0 || sub.every < every {
 				every = sub.every
 			}
-			if b := min(sub.every, sub.bound); bound == 0 || b < bound {
-				bound = b
+			if bound == 0 || sub.bound < bound {
+				bound = sub.bound
 			}
 		}
 	}
@@ -208,6 +246,7 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, bo
 func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
 	if h.bulk == nil {
 		for _, name := range names {
+			start := clock.Now()
 			ctx, cancel := context.WithTimeout(reads, bound)
 			l, err := h.rt.store.Get(ctx, name)
 			cancel()
@@ -219,7 +258,7 @@ func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
 				continue // the next poll reads it again
 			}
 			h.mu.Lock()
-			h.deliver(name, l)
+			h.deliver(name, l, start)
 			h.mu.Unlock()
 		}
 		return
@@ -227,6 +266,7 @@ func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
 	for len(names) > 0 {
 		chunk := names[:min(len(names), maxBatch)]
 		names = names[len(chunk):]
+		start := clock.Now()
 		ctx, cancel := context.WithTimeout(reads, bound)
 		got, err := h.bulk.GetMany(ctx, chunk)
 		cancel()
@@ -235,7 +275,7 @@ func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
 		}
 		h.mu.Lock()
 		for i, name := range chunk {
-			h.deliver(name, got[i])
+			h.deliver(name, got[i], start)
 		}
 		h.mu.Unlock()
 	}
@@ -247,7 +287,7 @@ func (h *hub) changed(c Change) {
 	defer h.mu.Unlock()
 	switch {
 	case c.Known:
-		h.deliver(c.Name, c.State)
+		h.deliver(c.Name, c.State, time.Time{})
 		return
 	case c.Name == "":
 		h.all = true
@@ -261,11 +301,24 @@ func (h *hub) changed(c Change) {
 }
 
 // deliver hands l, a state of name, to its subscribers by the hub's rule
-// (see hub). h.mu is held.
-func (h *hub) deliver(name string, l Lease) {
+// (see hub). read is the start of the read that returned l, or zero for a
+// Notifier's known state. h.mu is held.
+func (h *hub) deliver(name string, l Lease, read time.Time) {
 	w := h.names[name]
 	if w == nil {
 		return
+	}
+	var gap map[*subscription]bool
+	if !read.IsZero() {
+		for sub := range w.subs {
+			if read.Sub(sub.lastRead) > sub.margin {
+				if gap == nil {
+					gap = map[*subscription]bool{}
+				}
+				gap[sub] = true
+			}
+			sub.lastRead = read
+		}
 	}
 	if l.Token == 0 {
 		l = Lease{Name: name}
@@ -276,7 +329,8 @@ func (h *hub) deliver(name string, l Lease) {
 		w.newest = l
 	}
 	for sub := range w.subs {
-		if sub.seen.Token == l.Token && sub.seen.Version == l.Version {
+		restart := same(sub.seen, l)
+		if restart && (l.Token == 0 || !gap[sub]) {
 			continue
 		}
 		sub.seen = l
@@ -284,9 +338,12 @@ func (h *hub) deliver(name string, l Lease) {
 		case <-sub.states: // drop the state it has not received
 		default:
 		}
-		sub.states <- l // never blocks: the buffer is empty and only the hub sends, under h.mu
+		sub.states <- state{l, restart} // never blocks: the buffer is empty and only the hub sends, under h.mu
 	}
 }
+
+// same reports whether a and b are one state: the same Token and Version.
+func same(a, b Lease) bool { return a.Token == b.Token && a.Version == b.Version }
 
 // older reports whether a is an older state than b by (Token, Version).
 func older(a, b Lease) bool {

@@ -2,6 +2,7 @@ package elector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -259,24 +260,35 @@ type polled struct {
 // twice: the holder still trusts its last renewal. The watch counts from
 // the first sight of X, as if X had stood ever since.
 func TestRollbackToTheWatchedStateMakesNoSecondLeader(t *testing.T) {
+	cfg := fast
+	cfg.RetryInterval = 10 * time.Second
+	rollbackToX(t, func(mem *elector.MemoryStore) elector.Store { return polled{mem, mem} }, cfg, func(restore func()) {
+		time.Sleep(2700 * time.Millisecond) // a renewed at 3s
+		restore()                           // at 3.2s; b's watch of X ends at 3.5s
+	})
+}
+
+// rollbackToX runs a, with the fast Config, from 0s, and b, through the
+// Store that store makes of a's, from 0.5s (it watches X, a's first state),
+// runs during (which rolls the row back to X by calling restore), and fails
+// if b wins, within a TTL, while a still trusts its term.
+func rollbackToX(t *testing.T, store func(*elector.MemoryStore) elector.Store, cfg elector.Config, during func(restore func())) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := elector.NewMemoryStore()
 		ta := campaign(t, newElector(t, mem, "a", fast)) // renews at 1s, 2s, 3s, ...
 		defer ta.Abandon()
 		x := ta.Lease()
 		time.Sleep(500 * time.Millisecond)
-		cfg := fast
-		cfg.RetryInterval = 10 * time.Second
-		won, stop := rollbacktest.CampaignAsync(t, newElector(t, polled{mem, mem}, "b", cfg))
+		won, stop := rollbacktest.CampaignAsync(t, newElector(t, store(mem), "b", cfg))
 		defer stop()
-		time.Sleep(2700 * time.Millisecond) // a renewed at 3s
-		mem.Restore(x)                      // at 3.2s; b's watch of X ends at 3.5s
+		during(func() { mem.Restore(x) })
 		select {
 		case tb := <-won:
 			assert.Zero(t, trustOf(ta), "two leaders: b took the lease over while a trusts its renewal of 3s")
 			require.NoError(t, tb.Resign(t.Context()))
 		case <-time.After(fast.TTL):
 		}
+		assert.NoError(t, ta.Err(), "a renews the rolled-back row")
 	})
 }
 
@@ -307,5 +319,47 @@ func TestSixteenHungSlowRenewalsDelayNoFastTerm(t *testing.T) {
 		defer func() { assert.NoError(t, quick.Resign(context.Background())) }()
 		time.Sleep(5 * time.Second)
 		assert.NoError(t, quick.Err(), "the healthy term ended while other terms' renewals hung")
+	})
+}
+
+// failingReads is a memory store without Notifier whose GetMany fails
+// while fail is set.
+type failingReads struct {
+	elector.Store
+	mem  *elector.MemoryStore
+	fail atomic.Bool
+}
+
+func (s *failingReads) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	if s.fail.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return s.mem.GetMany(ctx, names)
+}
+
+// TestRollbackInsideAGapOfReadsMakesNoSecondLeader: a candidate whose
+// reads fail from just after it saw X until just after the row is rolled
+// back to X (after the holder renewed it three times), or fail on, does not
+// count its watch of X from before the failures: the first read after the
+// gap, or the end of the watch with no read, starts it again, and the
+// holder's next renewal shows before the watch completes.
+func TestRollbackInsideAGapOfReadsMakesNoSecondLeader(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		t.Run(fmt.Sprintf("resume=%v", resume), func(t *testing.T) { testRollbackInsideAGap(t, resume) })
+	}
+}
+
+func testRollbackInsideAGap(t *testing.T, resume bool) {
+	var s *failingReads
+	rollbackToX(t, func(mem *elector.MemoryStore) elector.Store {
+		s = &failingReads{Store: mem, mem: mem}
+		return s
+	}, fast, func(restore func()) {
+		time.Sleep(100 * time.Millisecond) // b read X once
+		s.fail.Store(true)
+		time.Sleep(2600 * time.Millisecond) // a renewed at 1s, 2s, 3s; b read none
+		restore()                           // at 3.2s; b's watch of X ends at 3.5s
+		time.Sleep(100 * time.Millisecond)
+		s.fail.Store(!resume) // b reads X again, or not
 	})
 }

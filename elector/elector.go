@@ -106,13 +106,13 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 // measured on its own clock from the first moment it saw them, it takes the
 // lease over with a compare-and-set on that state. Any other state it is
 // handed, and any state a failed compare-and-set returns, older ones
-// included, starts the watch again; so does a read of its lease that starts
-// more than SafetyMargin(TTL) after the last successful one (a failed or
-// slow read), or the watch would complete with no read started within that
-// margin, since a rollback of the row inside that gap could hide the
-// holder's renewals, and the holder's next renewal lands before the
-// takeover only if reads leave no longer gap. The watch is kept across calls
-// to Campaign. Each store call is bounded by the trust window (TTL minus
+// included, starts the watch again; so does a gap in its reads of the lease
+// (one that starts more than SafetyMargin(TTL) after the last successful
+// one, or none started within that margin when the watch would complete):
+// a rollback of the row inside the gap could hide the holder's renewals,
+// and the holder's next renewal after a rollback lands before the takeover
+// only if reads leave no longer gap. The watch is kept across calls to
+// Campaign. Each store call is bounded by the trust window (TTL minus
 // TTL/10): an acquire that takes longer could not be trusted anyway.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	var sub *subscription // from the first ErrHeld
@@ -210,8 +210,8 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 
 // watchLease records that the candidate saw l now, starting a new watch if
 // l is any other state than the one it watches or restart is set, and
-// returns how long the watch has left. An older state restarts it too: a row rolled back by a
-// standby failover or a restore shows one, and a watch that kept the newer
+// returns how long the watch has left. An older state restarts it too: a
+// row rolled back by a standby failover or a restore shows one, and a watch that kept the newer
 // state would never succeed if the holder is dead. Since versions never
 // repeat, a restart can only delay a takeover.
 func (e *LeaseElector) watchLease(l Lease, restart bool) time.Duration {

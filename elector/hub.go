@@ -21,26 +21,25 @@ import (
 // among the subscribers, of the longer of RetryInterval and the margin
 // (SafetyMargin(TTL)), within the trust window: a read slower than the
 // RetryInterval delays the next poll, and the gap reset below keeps that
-// safe; one slower than the margin leaves a gap anyway. A Notifier's known states
-// are delivered as they come. Each subscriber gets the latest state only, by
-// one rule: a held state older, by (Token, Version), than a held state
+// safe; one slower than the margin leaves a gap anyway. A Notifier's known
+// states are delivered as they come. Each subscriber gets the latest state
+// only, by one rule: a held state older, by (Token, Version), than a held state
 // already delivered for that name is dropped (a late read); a free state is
 // always delivered (a stale one costs one TryAcquire, a compare-and-set),
 // and the state a candidate's compare-and-set was answered with counts as
 // the newest, whatever its order. A subscriber is not handed the state it
 // already watches again, except as a restart:
 //
-// Gap reset: a rollback (a failover to a standby that lagged, a restore)
-// erases writes the candidate never saw, and a holder's next renewal after
-// it lands before the takeover only if the candidate's reads leave no gap
-// longer than the margin. So each subscription records the clock.Now at the
-// start of each successful read of its name (reads, not a Notifier's known
-// states); when a read starts more than SafetyMargin(TTL) after the last
-// one, a subscriber whose state is unchanged is handed it again with
-// restart set, and its watch starts over. The first read counts from the
-// subscribe, just after the candidate's compare-and-set was answered with
-// the state: the read at once that follows never restarts the watch, one
-// delayed past the margin by failed reads does.
+// Gap reset (the rule is on Campaign): each subscription records the
+// clock.Now at the start of each successful read of its name (reads, not a
+// Notifier's known states); when a read starts more than the margin after
+// the last one, a subscriber whose state is unchanged is handed it again
+// with restart set, and its watch starts over. Campaign also asks fresh
+// before a watch completes, since reads that fail on deliver nothing. The
+// first read counts from the subscribe, just after the candidate's
+// compare-and-set was answered with the state: the read at once that
+// follows never restarts the watch, one delayed past the margin by failed
+// reads does.
 type hub struct {
 	rt       *storeRuntime
 	bulk     BulkReader // the Store's, or nil

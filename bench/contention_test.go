@@ -51,7 +51,7 @@ type contenderSummary struct {
 // file, each a copy of bench/internal/contender (built once with go build):
 // each opens the file with sqlitelease.Open (all 8 at the same moment), then
 // two holders per process loop over 4 lease names with TryAcquire (mostly
-// ErrHeld), Get, Renew, Release and short fenced writes (Store.FencedLease
+// ErrHeld), Get, Renew, Release and short fenced writes (Store.Fenced for the bare lease, via leaseterm,
 // with one INSERT) for 2 s, with TTL 250 ms and a 15 s context per call.
 // Holders watch the leases others hold and take over one they have seen
 // unchanged for its TTL, as electors do. Now and then a holder abandons a

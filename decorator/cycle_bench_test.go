@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,3 +60,36 @@ func (stubTerm) TrustRemaining() time.Duration { return time.Minute }
 func (stubTerm) Err() error                    { return nil }
 func (stubTerm) Resign(context.Context) error  { return nil }
 func (stubTerm) Abandon()                      {}
+
+// BenchmarkStoreCycle measures one Start → elected → Stop cycle of a
+// decorated job on a MemoryStore, with and without a follower of the
+// lease's holder (an OnNewLeader hook; a logger at Info has one too).
+func BenchmarkStoreCycle(b *testing.B) {
+	ctx := context.Background()
+	for _, watch := range []bool{false, true} {
+		b.Run(fmt.Sprintf("watch=%v", watch), func(b *testing.B) {
+			e, err := elector.New(elector.NewMemoryStore(), leaseName, elector.Config{Holder: "a"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var leaders atomic.Int64
+			opts := []decorator.Option{decorator.WithLogger(slog.New(slog.DiscardHandler))}
+			if watch {
+				opts = append(opts, decorator.WithHooks(decorator.Hooks{OnNewLeader: func(elector.Lease) { leaders.Add(1) }}))
+			}
+			started := make(chan struct{}, 1)
+			inner := &fakeJob{startFn: func(context.Context) error { started <- struct{}{}; return nil }}
+			job := decorator.Decorate[decorator.Job](inner, e, opts...)
+			for b.Loop() {
+				if err := job.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
+				<-started
+				if err := job.Stop(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(leaders.Load())/float64(b.N), "reports/op")
+		})
+	}
+}

@@ -120,18 +120,20 @@ const (
 	stepOnElected
 	stepOnDemoted
 	stepOnError
+	stepOnNewLeader
 )
 
 var stepNames = [...]string{
-	stepNone:      "the campaign",
-	stepCampaign:  "Campaign of the elector",
-	stepResign:    "Resign of the term",
-	stepAbandon:   "Abandon of the term",
-	stepStart:     "inner Start",
-	stepStop:      "inner Stop",
-	stepOnElected: "OnElected hook",
-	stepOnDemoted: "OnDemoted hook",
-	stepOnError:   "OnError hook",
+	stepNone:        "the campaign",
+	stepCampaign:    "Campaign of the elector",
+	stepResign:      "Resign of the term",
+	stepAbandon:     "Abandon of the term",
+	stepStart:       "inner Start",
+	stepStop:        "inner Stop",
+	stepOnElected:   "OnElected hook",
+	stepOnDemoted:   "OnDemoted hook",
+	stepOnError:     "OnError hook",
+	stepOnNewLeader: "OnNewLeader hook",
 }
 
 func (s step) String() string { return stepNames[s] }

@@ -27,6 +27,7 @@ type stopRequest struct {
 // values of the decorated Start's context and no cancellation.
 func (d *decorated) gate(runCtx, base context.Context, r *run) {
 	defer close(r.done)
+	defer d.watchLeader(base)()
 	bo := backoff{min: d.backoffMin, max: d.backoffMax}
 	for runCtx.Err() == nil {
 		term, err := d.campaign(runCtx, r)

@@ -3,6 +3,7 @@ package decorator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -15,8 +16,9 @@ import (
 // job's goroutine, one at a time, with a context that has the values of the
 // decorated Start's context (not its cancellation) and the [elector.Term];
 // only OnError may also run on a watchdog goroutine, to report a call that
-// overran its timeout while that call (which may be OnElected) still runs. A
-// panicking hook is logged and otherwise ignored. Nil fields are skipped.
+// overran its timeout while that call (which may be OnElected) still runs,
+// and OnNewLeader runs on its elector's watch. A panicking hook is logged
+// and otherwise ignored. Nil fields are skipped.
 //
 // Hooks must return promptly: the decorated job waits for each. An OnElected
 // that, with the inner Start, overruns the start timeout ([WithStartTimeout])
@@ -42,6 +44,15 @@ type Hooks struct {
 	// (resigned or abandoned), so a slow OnError never keeps a lease. Without
 	// an OnError hook, errors are logged at Error level.
 	OnError func(ctx context.Context, err error)
+	// OnNewLeader is called, from Start until Stop, with the lease each
+	// time its holder changes, whoever leads: first with the current
+	// state, then with each new term (this replica's own included) and,
+	// with a Lease that has only Name set, when the lease becomes free. It
+	// needs an elector that follows its lease (as
+	// [elector.LeaseElector.WatchLeader] does); with any other it is never
+	// called. It runs on the watch of the elector's Store, which serves
+	// every lease of that Store: it must return quickly.
+	OnNewLeader func(l elector.Lease)
 }
 
 // hookSet is the composition of every WithHooks option, fixed at Decorate.
@@ -49,6 +60,7 @@ type hookSet struct {
 	elected []func(context.Context, elector.Term)
 	demoted []func(context.Context, elector.Term, error)
 	errors  []func(context.Context, error)
+	leader  []func(elector.Lease)
 }
 
 func composeHooks(hs []Hooks) hookSet {
@@ -62,6 +74,9 @@ func composeHooks(hs []Hooks) hookSet {
 		}
 		if h.OnError != nil {
 			s.errors = append(s.errors, h.OnError)
+		}
+		if h.OnNewLeader != nil {
+			s.leader = append(s.leader, h.OnNewLeader)
 		}
 	}
 	return s
@@ -158,4 +173,43 @@ func (d *decorated) logDemoted(ctx context.Context, t elector.Term, since time.T
 		attrs = append(attrs, slog.Any("err", cause))
 	}
 	d.log.LogAttrs(ctx, level, "demoted", attrs...)
+}
+
+// leaderWatcher is an elector that tells each new holder of its lease, as
+// [elector.LeaseElector.WatchLeader] does.
+type leaderWatcher interface {
+	WatchLeader(fn func(elector.Lease)) (stop func())
+}
+
+// watchLeader follows the holder of the lease, if the elector tells it and
+// an OnNewLeader hook or the log at Info wants it, until the returned stop
+// is called: it logs each new holder other than this replica and runs the
+// OnNewLeader hooks. An elector that panics (a nil pointer) is followed by
+// nothing: its Campaign reports the panic.
+func (d *decorated) watchLeader(ctx context.Context) (stop func()) {
+	stop = func() {}
+	w, ok := d.elector.(leaderWatcher)
+	logs := d.log.Enabled(ctx, slog.LevelInfo)
+	if !ok || !logs && len(d.hooks.leader) == 0 {
+		return stop
+	}
+	_ = protect("WatchLeader", func() error {
+		self := d.holder()
+		stop = w.WatchLeader(d.newLeader(ctx, self, logs))
+		return nil
+	})
+	return stop
+}
+
+// newLeader returns the function that watchLeader hands the elector.
+func (d *decorated) newLeader(ctx context.Context, self string, logs bool) func(elector.Lease) {
+	return func(l elector.Lease) {
+		if logs && l.Holder != "" && l.Holder != self {
+			d.log.LogAttrs(ctx, slog.LevelInfo, fmt.Sprintf("waiting for lease %s, held by %s (token %d)", l.Name, l.Holder, l.Token),
+				d.logAttrs(ctx, nil)...)
+		}
+		for _, f := range d.hooks.leader {
+			d.callHook(ctx, nil, stepOnNewLeader, func() { f(l) })
+		}
+	}
 }

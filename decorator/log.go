@@ -95,11 +95,16 @@ func (d *decorated) logAttrs(ctx context.Context, t elector.Term) []slog.Attr {
 	if t != nil {
 		return leaseAttrs(d.jobName, t, "", "")
 	}
-	holder := ""
+	return leaseAttrs(d.jobName, nil, d.leaseName(), d.holder())
+}
+
+// holder is the holder name of the elector, if it tells it (by a method
+// Config() elector.Config), else "".
+func (d *decorated) holder() string {
 	if c, ok := d.elector.(interface{ Config() elector.Config }); ok {
-		holder = c.Config().Holder
+		return c.Config().Holder
 	}
-	return leaseAttrs(d.jobName, nil, d.leaseName(), holder)
+	return ""
 }
 
 // durationAttr returns the attribute key with the value d as a string such

@@ -78,7 +78,10 @@ func WithMiddleware(mws ...Middleware) Option {
 
 // WithLogger sets the logger of the decorated job: it logs elections and
 // resignations at Info, other demotions at Warn, and errors at Error when no
-// OnError hook is set, each with the lease, holder and token. The
+// OnError hook is set, each with the lease, holder and token; and, at Info,
+// each new holder of the lease other than this replica ("waiting for lease
+// X, held by Y (token T)"), when the elector tells them (as
+// [elector.LeaseElector.WatchLeader] does). The
 // default is [slog.Default] at the time of Decorate. A nil logger is a bad
 // value: Start returns an error.
 func WithLogger(l *slog.Logger) Option {

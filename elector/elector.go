@@ -148,7 +148,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		case err == nil && end.Before(trustedUntil(start, e.cfg.TTL)):
 			e.forget()
 			e.observe(Event{Kind: EventCampaign, Token: l.Token, Result: ResultOK, Trust: trustedUntil(start, e.cfg.TTL).Sub(end)})
-			return startTerm(e, l, start), nil
+			term := startTerm(e, l, start)
+			term.rt.tell(l)
+			return term, nil
 		case err == nil:
 			// The acquire took so long that its trust window has closed:
 			// nobody could use it safely. Give it back and try again later.
@@ -170,7 +172,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			e.observe(Event{Kind: EventCampaign, Result: ResultHeld})
 			seen, _ := e.watched()
 			if sub == nil {
-				sub = join(e).hub.subscribe(e.name, e.cfg.RetryInterval, e.cfg.TTL, seen)
+				sub = join(e).hub.subscribe(e.name, e.cfg.RetryInterval, e.cfg.TTL, seen, nil)
 			} else {
 				sub.saw(seen)
 			}
@@ -241,6 +243,28 @@ func (e *LeaseElector) forget() {
 	e.mu.Lock()
 	e.watch = watch{}
 	e.mu.Unlock()
+}
+
+// WatchLeader calls fn with the state of e's lease each time its holder
+// changes, until stop is called: first with the current state, then with
+// each state whose Holder or Token differs from the last reported (a new
+// term, this candidate's own included), and with a Lease that has only
+// Name set when the lease becomes free. It follows the one watch of e's
+// Store (read at least every min(RetryInterval, SafetyMargin(TTL)/2), and
+// at once on the Store's [Notifier] and on the terms this process acquires
+// and resigns through it), making no store calls of its own. fn runs on the watch's goroutine, one call at
+// a time: it must return quickly and must not call stop. fn is never called
+// after stop returns. A nil fn watches nothing.
+func (e *LeaseElector) WatchLeader(fn func(Lease)) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
+	rt := join(e)
+	sub := rt.hub.subscribe(e.name, e.cfg.RetryInterval, e.cfg.TTL, Lease{}, fn)
+	return sync.OnceFunc(func() {
+		sub.stop()
+		rt.leave()
+	})
 }
 
 // Leader returns the current lease of this elector's name, whoever holds it,

@@ -22,17 +22,20 @@ import (
 // (SafetyMargin(TTL)), within the trust window: a read slower than the
 // RetryInterval delays the next poll, and the gap reset below keeps that
 // safe; one slower than the margin leaves a gap anyway. A Notifier's known
-// states are delivered as they come. Each subscriber gets the latest state
-// only, by one rule: a held state older, by (Token, Version), than a held state
-// already delivered for that name is dropped (a late read); a free state is
-// always delivered (a stale one costs one TryAcquire, a compare-and-set),
-// and the state a candidate's compare-and-set was answered with counts as
-// the newest, whatever its order. A subscriber is not handed the state it
-// already watches again, except as a restart:
+// states are delivered as they come, and so are the terms acquired and
+// resigned through the same Store (see tell), which a Store without a
+// Notifier would otherwise show only at the next poll. Each subscriber gets
+// the latest state only, by one rule: a held state older, by (Token,
+// Version), than a held state already delivered for that name is dropped (a
+// late read); a free state is always delivered (a stale one costs one
+// TryAcquire, a compare-and-set), and the state a candidate's
+// compare-and-set was answered with counts as the newest, whatever its
+// order. A subscriber is not handed the state it already watches again,
+// except as a restart:
 //
 // Gap reset (the rule is on Campaign): each subscription records the
-// clock.Now at the start of each successful read of its name (reads, not a
-// Notifier's known states); when a read starts more than the margin after
+// clock.Now at the start of each successful read of its name (reads, not
+// known states); when a read starts more than the margin after
 // the last one, a subscriber whose state is unchanged is handed it again
 // with restart set, and its watch starts over. Campaign also asks fresh
 // before a watch completes, since reads that fail on deliver nothing. The
@@ -40,6 +43,14 @@ import (
 // compare-and-set was answered with the state: the read at once that
 // follows never restarts the watch, one delayed past the margin by failed
 // reads does.
+//
+// Leader watches (LeaseElector.WatchLeader) subscribe too, for as long as
+// they run, the term of their own elector included, and their reads follow
+// the same poll rules; they never take a lease over, so they need no gap
+// reset. The loop calls each, between reads, with each change of holder or
+// token. Reads are numbered: a read that began before the last known state
+// (a Notifier's or a tell) reports nothing unless it shows a newer held
+// state, since it would report a change and, at the next read, its undoing.
 type hub struct {
 	rt       *storeRuntime
 	bulk     BulkReader // the Store's, or nil
@@ -51,29 +62,47 @@ type hub struct {
 	looping bool
 	pending map[string]struct{} // names to read at once
 	all     bool                // read every name at once
+	planned uint64              // reads planned so far
+	reports []report            // leader changes for the loop to report
 	// The context of the reads, ended when the last subscriber stops, so
 	// that its Campaign, which waits for the loop, waits for no read.
 	reads    context.Context
 	endReads context.CancelFunc
 }
 
-// watchedName is the subscribers of one lease name.
-type watchedName struct {
-	subs   map[*subscription]struct{}
-	newest Lease // the newest held state delivered
+// report is a leader change for a leader watch (see subscription.report).
+type report struct {
+	sub *subscription
+	l   Lease
 }
 
-// subscription is one waiting candidate's watch of its lease.
+// watchedName is the subscribers of one lease name.
+type watchedName struct {
+	subs    map[*subscription]struct{}
+	newest  Lease  // the newest held state delivered
+	knownAt uint64 // hub.planned at the last known state
+}
+
+// subscription is one waiting candidate's watch of its lease, or a leader
+// watch.
 type subscription struct {
 	h      *hub
 	name   string
 	every  time.Duration // its poll interval
 	margin time.Duration // SafetyMargin of its TTL: the longest gap between reads
 	bound  time.Duration // the deadline of a read for it (see hub)
-	states chan state    // the latest state not yet received
+	states chan state    // the latest state not yet received; nil for a leader watch
 	// Guarded by h.mu:
 	seen     Lease     // the state it watches
 	lastRead time.Time // the start of its name's last successful read
+
+	// A leader watch (see LeaseElector.WatchLeader) has report, which the
+	// loop calls with each change of holder or token, in order.
+	report   func(Lease)
+	reported Lease      // the last state queued for report; guarded by h.mu
+	any      bool       // whether one was; guarded by h.mu
+	callMu   sync.Mutex // held while report runs
+	stopped  bool       // no more reports; guarded by callMu
 }
 
 // state is a state handed to a subscriber. restart is set when it is the
@@ -92,13 +121,17 @@ func (h *hub) init(rt *storeRuntime) {
 	h.pending = map[string]struct{}{}
 }
 
-// subscribe starts a watch of name by a candidate with the given
-// RetryInterval and TTL that watches seen.
-func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease) *subscription {
+// subscribe starts a watch of name, with the given RetryInterval and TTL,
+// by a candidate that watches seen, or, with a non-nil report, a leader
+// watch.
+func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, report func(Lease)) *subscription {
 	margin := SafetyMargin(ttl)
 	sub := &subscription{
 		h: h, name: name, every: min(retry, margin/2), margin: margin, bound: min(max(retry, margin), ttl-margin),
-		states: make(chan state, 1), seen: seen, lastRead: clock.Now(),
+		seen: seen, lastRead: clock.Now(), report: report,
+	}
+	if report == nil {
+		sub.states = make(chan state, 1)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -123,8 +156,17 @@ func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease) *subs
 	return sub
 }
 
-// stop ends the watch.
+// stop ends the watch; a leader watch reports nothing once it returns.
 func (sub *subscription) stop() {
+	sub.unsubscribe()
+	if sub.report != nil {
+		sub.callMu.Lock()
+		sub.stopped = true
+		sub.callMu.Unlock()
+	}
+}
+
+func (sub *subscription) unsubscribe() {
 	h := sub.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -185,12 +227,13 @@ func (h *hub) loop() {
 	defer timer.Stop()
 	var nextPoll time.Time
 	for {
-		ctx, names, bound, wait, ok := h.plan(&nextPoll)
+		h.report()
+		ctx, names, seq, bound, wait, ok := h.plan(&nextPoll)
 		if !ok {
 			return
 		}
 		if len(names) > 0 {
-			h.read(ctx, names, bound)
+			h.read(ctx, names, seq, bound)
 			continue
 		}
 		timer.Reset(wait)
@@ -201,15 +244,31 @@ func (h *hub) loop() {
 	}
 }
 
-// plan returns the names to read now, the reads' context and the deadline
-// of each store call (see hub), or how long to wait for the next poll; false
-// once there are no subscribers.
-func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, bound, wait time.Duration, ok bool) {
+// report makes the leader watches' reports queued so far, in order.
+func (h *hub) report() {
+	h.mu.Lock()
+	reports := h.reports
+	h.reports = nil
+	h.mu.Unlock()
+	for _, r := range reports {
+		r.sub.callMu.Lock()
+		if !r.sub.stopped {
+			r.sub.report(r.l)
+		}
+		r.sub.callMu.Unlock()
+	}
+}
+
+// plan returns the names to read now, the reads' context, the read's
+// sequence number and the deadline of each store call (see hub), or how
+// long to wait for the next poll; false once there are no subscribers.
+func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, seq uint64, bound, wait time.Duration, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.names) == 0 {
 		h.looping = false
-		return nil, nil, 0, 0, false
+		h.reports = nil // of stopped watches
+		return nil, nil, 0, 0, 0, false
 	}
 	var every time.Duration
 	for _, w := range h.names {
@@ -237,12 +296,15 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, bo
 	}
 	clear(h.pending)
 	h.all = false
-	return h.reads, names, bound, nextPoll.Sub(now), true
+	if len(names) > 0 {
+		h.planned++
+	}
+	return h.reads, names, h.planned, bound, nextPoll.Sub(now), true
 }
 
-// read reads names and delivers their states. Each store call is bounded
-// by bound, and ends with reads.
-func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
+// read reads names and delivers their states, as read number seq. Each
+// store call is bounded by bound, and ends with reads.
+func (h *hub) read(reads context.Context, names []string, seq uint64, bound time.Duration) {
 	if h.bulk == nil {
 		for _, name := range names {
 			start := clock.Now()
@@ -257,7 +319,7 @@ func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
 				continue // the next poll reads it again
 			}
 			h.mu.Lock()
-			h.deliver(name, l, start)
+			h.deliver(name, l, seq, start)
 			h.mu.Unlock()
 		}
 		return
@@ -274,7 +336,7 @@ func (h *hub) read(reads context.Context, names []string, bound time.Duration) {
 		}
 		h.mu.Lock()
 		for i, name := range chunk {
-			h.deliver(name, got[i], start)
+			h.deliver(name, got[i], seq, start)
 		}
 		h.mu.Unlock()
 	}
@@ -286,7 +348,10 @@ func (h *hub) changed(c Change) {
 	defer h.mu.Unlock()
 	switch {
 	case c.Known:
-		h.deliver(c.Name, c.State, time.Time{})
+		h.deliver(c.Name, c.State, 0, time.Time{})
+		if len(h.reports) > 0 {
+			kick(h.kick)
+		}
 		return
 	case c.Name == "":
 		h.all = true
@@ -300,24 +365,32 @@ func (h *hub) changed(c Change) {
 }
 
 // deliver hands l, a state of name, to its subscribers by the hub's rule
-// (see hub). read is the start of the read that returned l, or zero for a
-// Notifier's known state. h.mu is held.
-func (h *hub) deliver(name string, l Lease, read time.Time) {
+// (see hub), and queues a report for each leader watch whose holder or token
+// it changes. seq is the number of the read that returned l and start the
+// clock.Now it began at, or 0 and zero for a known state (a Notifier's or a
+// tell). h.mu is held.
+func (h *hub) deliver(name string, l Lease, seq uint64, start time.Time) {
 	w := h.names[name]
 	if w == nil {
 		return
 	}
 	var gap map[*subscription]bool
-	if !read.IsZero() {
+	if !start.IsZero() {
 		for sub := range w.subs {
-			if read.Sub(sub.lastRead) > sub.margin {
+			if start.Sub(sub.lastRead) > sub.margin {
 				if gap == nil {
 					gap = map[*subscription]bool{}
 				}
 				gap[sub] = true
 			}
-			sub.lastRead = read
+			sub.lastRead = start
 		}
+	}
+	// A read that began before the last known state is stale unless it
+	// shows a newer held state: leader watches are not told of it.
+	stale := seq != 0 && seq <= w.knownAt && (l.Token == 0 || !older(w.newest, l))
+	if seq == 0 {
+		w.knownAt = h.planned
 	}
 	if l.Token == 0 {
 		l = Lease{Name: name}
@@ -328,6 +401,13 @@ func (h *hub) deliver(name string, l Lease, read time.Time) {
 		w.newest = l
 	}
 	for sub := range w.subs {
+		if sub.report != nil {
+			if !stale && (!sub.any || sub.reported.Holder != l.Holder || sub.reported.Token != l.Token) {
+				sub.any, sub.reported = true, l
+				h.reports = append(h.reports, report{sub, l})
+			}
+			continue
+		}
 		restart := same(sub.seen, l)
 		if restart && (l.Token == 0 || !gap[sub]) {
 			continue

@@ -37,10 +37,7 @@ var runtimes struct {
 // join returns the runtime of e's Store, made for its first user, and
 // counts one more user; the caller must call leave once.
 func join(e *LeaseElector) *storeRuntime {
-	var key any = e
-	if reflect.ValueOf(e.store).Comparable() {
-		key = e.store
-	}
+	key := runtimeKey(e)
 	runtimes.mu.Lock()
 	defer runtimes.mu.Unlock()
 	rt := runtimes.m[key]
@@ -55,6 +52,32 @@ func join(e *LeaseElector) *storeRuntime {
 	}
 	rt.users++
 	return rt
+}
+
+// runtimeKey is the key of e's Store's runtime.
+func runtimeKey(e *LeaseElector) any {
+	if reflect.ValueOf(e.store).Comparable() {
+		return e.store
+	}
+	return e
+}
+
+// tell hands l, a state of its lease that e's store has just written, to
+// the watch of e's Store's runtime, if it has one: its other candidates
+// learn of it without waiting for a push or a poll, which a store without a
+// [Notifier] would make them wait for.
+func tell(e *LeaseElector, l Lease) {
+	runtimes.mu.Lock()
+	rt := runtimes.m[runtimeKey(e)]
+	runtimes.mu.Unlock()
+	if rt != nil {
+		rt.tell(l)
+	}
+}
+
+// tell is tell for a runtime the caller uses.
+func (rt *storeRuntime) tell(l Lease) {
+	rt.hub.changed(Change{Name: l.Name, State: l, Known: true})
 }
 
 // leave ends one use of rt. The last drops rt and waits for its goroutines,

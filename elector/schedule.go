@@ -87,8 +87,10 @@ func (s *scheduler) add(t *leaseTerm, next time.Time) {
 		s.wakeAt = time.Time{}
 		s.rt.wg.Add(1)
 		// Read before t's timers are armed: they count an earlier
-		// suspend, and a later one shows as a change.
-		go s.watchResumes(s.waker, clock.Suspended())
+		// suspend, and a later one shows as a change, as does one that
+		// the reading, which may be a millisecond old, missed (a
+		// change that finds every window open ends no term).
+		go s.watchResumes(s.waker, clock.SuspendedSoFar())
 	}
 	if late := s.lateAt(t); s.wakeAt.IsZero() || late.Before(s.wakeAt) {
 		s.wakeAt = late

@@ -204,6 +204,7 @@ func (t *leaseTerm) Resign(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("elector: resign lease %q token %d: %w", l.Name, l.Token, err)
 	}
+	tell(t.elector, Lease{Name: l.Name})
 	t.settled = true
 	return nil
 }

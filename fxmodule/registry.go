@@ -44,6 +44,7 @@ type Registry struct {
 // registered is one LeaderJob in a Registry.
 type registered struct {
 	lease   string
+	job     decorator.Job // the decorated job
 	status  decorator.Status
 	store   elector.Store
 	started bool // its OnStart hook has started it, and its OnStop has not begun; guarded by Registry.mu
@@ -82,7 +83,7 @@ func (r *Registry) add(lease string, job decorator.Job, store elector.Store) (*r
 	if !ok {
 		return nil, fmt.Errorf("fxmodule: job %q: %T is not a decorated job", lease, job)
 	}
-	e := &registered{lease: lease, status: s, store: store}
+	e := &registered{lease: lease, job: job, status: s, store: store}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i, _ := slices.BinarySearchFunc(r.jobs, lease, func(e *registered, lease string) int { return cmp.Compare(e.lease, lease) })
@@ -120,6 +121,20 @@ func (r *Registry) Jobs() []decorator.Snapshot {
 		}
 	}
 	return snaps
+}
+
+// Job returns the decorated job of the LeaderJob of lease, or nil if the
+// app has none, for a status page: its Unwrap() Job methods lead to the
+// inner job.
+func (r *Registry) Job(lease string) decorator.Job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.jobs {
+		if e.lease == lease {
+			return e.job
+		}
+	}
+	return nil
 }
 
 // Leader returns the current lease of the lease name, whoever holds it (this

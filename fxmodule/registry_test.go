@@ -70,6 +70,15 @@ func TestRegistry(t *testing.T) {
 	assert.NoError(t, regA.Healthy(req))
 	assert.ErrorContains(t, regA.Ready(req), "has not started")
 	assert.Same(t, store, regA.Store())
+	// Job gives the decorated job of a lease, which leads to the inner job.
+	var inner decorator.Job = regA.Job("alpha")
+	_, decorated := decorator.StatusOf(inner)
+	assert.True(t, decorated, "%T", inner)
+	for u, ok := inner.(interface{ Unwrap() decorator.Job }); ok; u, ok = inner.(interface{ Unwrap() decorator.Job }) {
+		inner = u.Unwrap()
+	}
+	assert.Same(t, alphaA, inner)
+	assert.Nil(t, regA.Job("nobody"))
 
 	appB.RequireStart()
 	require.Eventually(t, func() bool { return len(leading(regB)) == 1 }, 5*time.Second, 5*time.Millisecond, "B should lead beta")

@@ -24,12 +24,13 @@ import (
 //     missed periods are skipped, not queued (like [time.Ticker]).
 //   - Start, Stop and Start again work any number of times; Start and Stop
 //     are safe for concurrent use.
-//   - Panics in the function are recovered and reported as *[PanicError].
+//   - Panics in the function are recovered and reported as *[decorator.PanicError].
 type EveryJob struct {
 	interval time.Duration
 	fn       func(context.Context) error
 	cfg      config
 	g        lifecycle
+	last     lastRun
 }
 
 // Every returns a job that calls fn every interval between Start and Stop.
@@ -57,6 +58,9 @@ func (j *EveryJob) String() string { return j.cfg.name }
 
 // Name returns the job's name, by which [decorator.Decorate] shows it.
 func (j *EveryJob) Name() string { return j.cfg.name }
+
+// LastRun returns what the job's function last did, for status pages.
+func (j *EveryJob) LastRun() RunReport { return j.last.get() }
 
 // Start launches the job's goroutine and returns at once. The first run
 // begins one interval later, or right away with [WithImmediate].
@@ -117,7 +121,13 @@ func (j *EveryJob) run(ctx context.Context) {
 		rctx, cancel = context.WithTimeout(ctx, j.cfg.runTimeout)
 		defer cancel()
 	}
-	if err := call(rctx, j.fn); err != nil && !stopped(ctx, err) {
+	j.last.begin()
+	err := call(rctx, j.cfg.name, j.fn)
+	if stopped(ctx, err) {
+		err = nil
+	}
+	j.last.end(err)
+	if err != nil {
 		j.cfg.report(ctx, err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/leaderaware/leaderaware/jobs/internal/jobconfig"
 )
 
 // EveryOption configures [Every]. Options are applied in order at
@@ -37,7 +35,7 @@ func (c *config) fail(err error) { c.err = errors.Join(c.err, err) }
 // must be in [0, 1); the default is 0 (no jitter).
 func WithJitter(fraction float64) EveryOption {
 	return everyOption(func(c *config) {
-		if !jobconfig.ValidJitter(fraction) {
+		if !(fraction >= 0 && fraction < 1) { // false for NaN too
 			c.fail(fmt.Errorf("jobs: WithJitter(%v): fraction must be in [0, 1)", fraction))
 			return
 		}

@@ -256,11 +256,12 @@ func TestEveryErrorHandlerGetsErrorsAndPanics(t *testing.T) {
 		got := rec.errors()
 		require.Len(t, got, 3)
 		assert.Equal(t, errBoom, got[0], "the handler gets fn's error as is")
-		var pe *jobs.PanicError
+		var pe *decorator.PanicError
 		require.ErrorAs(t, got[1], &pe)
 		assert.Equal(t, "kaboom", pe.Value)
+		assert.Equal(t, "every 1s", pe.Method, "the panic names the job")
 		assert.Contains(t, string(pe.Stack), "every_test.go")
-		assert.EqualError(t, got[1], "jobs: panic: kaboom")
+		assert.EqualError(t, got[1], "decorator: panic in every 1s: kaboom")
 		assert.ErrorIs(t, got[2], errBoom, "a panic with an error unwraps to it")
 	})
 }

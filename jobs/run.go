@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/leaderaware/leaderaware/decorator"
 )
@@ -21,9 +22,9 @@ import (
 //   - Stop cancels fn's context and waits for fn to return; if ctx ends
 //     first, Stop returns an error wrapping ctx's, and a later Stop or Start
 //     waits for fn again.
-//   - Stop returns fn's error, or a *[PanicError] if fn panicked, but not an
-//     error that only says that Stop ended fn's context; so does every Stop
-//     until the next Start. With [WithErrorHandler], the handler gets the
+//   - Stop returns fn's error, or a *[decorator.PanicError] (Method: the
+//     job's name) if fn panicked, but not an error that only says that Stop
+//     ended fn's context; so does every Stop until the next Start. With [WithErrorHandler], the handler gets the
 //     error as soon as fn returns instead, and Stop returns nil.
 //   - Start on a started job, even one whose fn has returned, returns an
 //     error wrapping [ErrAlreadyStarted]. Start, Stop and Start again work
@@ -34,6 +35,9 @@ import (
 // report such errors with [WithErrorHandler]. Decorated, an error from Stop
 // is reported, and the lease left to run out rather than freed. A nil fn or
 // a bad option makes every Start return an error naming it.
+//
+// The job has the method LastRun() [RunReport], as [EveryJob] has, for
+// status pages: reach it with a type assertion.
 func Run(fn func(ctx context.Context) error, opts ...RunOption) decorator.Job {
 	j := &runJob{fn: fn}
 	j.cfg.name = "run"
@@ -49,9 +53,10 @@ func Run(fn func(ctx context.Context) error, opts ...RunOption) decorator.Job {
 }
 
 type runJob struct {
-	fn  func(context.Context) error
-	cfg config
-	g   lifecycle
+	fn   func(context.Context) error
+	cfg  config
+	g    lifecycle
+	last lastRun
 }
 
 func (j *runJob) Start(ctx context.Context) error { return j.g.start(ctx, &j.cfg, j.run) }
@@ -60,11 +65,19 @@ func (j *runJob) Stop(ctx context.Context) error  { return j.g.stop(ctx, &j.cfg)
 // Name is the job's name, by which the decorator shows it.
 func (j *runJob) Name() string { return j.cfg.name }
 
+// LastRun returns what fn last did: its start, its end and its last error.
+func (j *runJob) LastRun() RunReport { return j.last.get() }
+
 // run calls fn once and returns its error, unless the error only says that
 // the job was stopped or it went to the error handler.
 func (j *runJob) run(ctx context.Context) error {
-	err := call(ctx, j.fn)
-	if err == nil || stopped(ctx, err) {
+	j.last.begin()
+	err := call(ctx, j.cfg.name, j.fn)
+	if stopped(ctx, err) {
+		err = nil
+	}
+	j.last.end(err)
+	if err == nil {
 		return nil
 	}
 	if j.cfg.onError != nil {
@@ -72,6 +85,44 @@ func (j *runJob) run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// RunReport is what the function of a job of [Every] or [Run] last did.
+// Errors that only say that Stop ended the function are not errors here.
+type RunReport struct {
+	Started time.Time // when the last run began; zero before the first
+	Ended   time.Time // when the last run returned; zero while it runs
+	Err     error     // the last error a run returned, kept until the next one; nil if none has failed
+	ErrAt   time.Time // when the run that returned Err ended
+}
+
+// lastRun records the RunReport of a job; its methods are safe for
+// concurrent use.
+type lastRun struct {
+	mu sync.Mutex
+	r  RunReport
+}
+
+func (l *lastRun) begin() {
+	l.mu.Lock()
+	l.r.Started, l.r.Ended = time.Now(), time.Time{}
+	l.mu.Unlock()
+}
+
+// end records that the run that began last returned err (nil for none).
+func (l *lastRun) end(err error) {
+	l.mu.Lock()
+	l.r.Ended = time.Now()
+	if err != nil {
+		l.r.Err, l.r.ErrAt = err, l.r.Ended
+	}
+	l.mu.Unlock()
+}
+
+func (l *lastRun) get() RunReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r
 }
 
 // lifecycle runs a function on one goroutine between start and stop, again
@@ -142,11 +193,12 @@ func (g *lifecycle) stop(ctx context.Context, cfg *config) error {
 	}
 }
 
-// call calls fn, turning a panic into a *PanicError.
-func call(ctx context.Context, fn func(context.Context) error) (err error) {
+// call calls fn, turning a panic into a *decorator.PanicError of the job
+// name.
+func call(ctx context.Context, name string, fn func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
+			err = &decorator.PanicError{Method: name, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return fn(ctx)
@@ -155,7 +207,7 @@ func call(ctx context.Context, fn func(context.Context) error) (err error) {
 // stopped reports whether err only says that ctx, the job's run context,
 // ended because the job was stopped.
 func stopped(ctx context.Context, err error) bool {
-	var pe *PanicError
+	var pe *decorator.PanicError
 	return ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.As(err, &pe)
 }
 

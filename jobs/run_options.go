@@ -27,7 +27,7 @@ func WithName(name string) RunOption {
 }
 
 // WithErrorHandler sets the function that receives the errors of the job's
-// function, and a *[PanicError] for a panic, but not an error that only says
+// function, and a *[decorator.PanicError] for a panic, but not an error that only says
 // that Stop ended the function's context. It runs on the job's goroutine,
 // with the job's run context, once the function has returned: for [Every],
 // after each failed run, delaying the next; for [Run], when the function

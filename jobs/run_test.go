@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/jobs"
 )
 
@@ -127,8 +128,9 @@ func TestRunStopReturnsError(t *testing.T) {
 		require.NoError(t, j.Start(t.Context()))
 		synctest.Wait()
 		err := j.Stop(t.Context())
-		var pe *jobs.PanicError
+		var pe *decorator.PanicError
 		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, "run", pe.Method, "the panic names the job")
 		assert.ErrorIs(t, err, errBoom)
 		assert.Contains(t, string(pe.Stack), "run_test.go")
 
@@ -153,7 +155,7 @@ func TestRunErrorHandler(t *testing.T) {
 		require.NoError(t, j.Stop(t.Context()), "the handler got the error")
 		errs := rec.errors()
 		require.Len(t, errs, 1)
-		assert.EqualError(t, errs[0], "jobs: panic: kaboom")
+		assert.EqualError(t, errs[0], "decorator: panic in run: kaboom")
 	})
 }
 

@@ -80,10 +80,11 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 	return out, nil
 }
 
-// renewChunk renews terms with one UPDATE (see How it works in the package
-// documentation). When some did not match, it reads their rows: a term
-// that still holds its row has the version this call wrote, or another one
-// (a row rolled back, or renewed elsewhere) and is renewed alone.
+// renewChunk renews terms with one UPDATE that also matches each term's
+// version, so that every new version follows from the statement's clock
+// reading, which comes back as LAST_INSERT_ID. When some did not match, it
+// reads their rows: a term that still holds its row has the version this
+// call wrote, or another one (a row rolled back) and is renewed alone.
 func (s *Store) renewChunk(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
 	written := wallMicros()
 	names, in := make([]string, len(terms)), make([]any, len(terms))
@@ -98,18 +99,12 @@ func (s *Store) renewChunk(ctx context.Context, terms []elector.Lease) ([]electo
 	ttl_us = CASE name` + strings.Repeat(" WHEN ? THEN ?", len(terms)) + ` END, written_at = ` + writtenAt + `
 WHERE name IN (` + placeholders(len(terms), "?") + `) AND NOT released
 	AND (name, token, holder, version) IN (` + placeholders(len(terms), "(?, ?, ?, ?)") + `)`
-	var (
-		matched int64
-		clock   uint64
-	)
-	err := s.leases.do(ctx, func(q querier) error {
-		res, err := q.ExecContext(ctx, query, args...)
-		if matched, err = affected(res, err); err != nil || matched == 0 {
-			return err
-		}
+	res, err := s.exec(ctx, query, args...)
+	matched, err := affected(res, err)
+	var clock uint64
+	if err == nil && matched > 0 {
 		clock, err = wrote(res, nil)
-		return err
-	})
+	}
 	if err != nil {
 		return nil, s.opErr("renew", leasesOf(names...), err)
 	}

@@ -16,13 +16,11 @@ import (
 var (
 	// ErrClosed is returned by the operations of a [Store] after [Store.Close].
 	ErrClosed = errors.New("mysqllease: store is closed")
-	// ErrSchemaTooNew is returned by [Open] and [New] when the lease table was
-	// created by a newer mysqllease than this one. Nothing is changed;
-	// upgrade this program.
+	// ErrSchemaTooNew is returned by [Open] and [New] when a newer mysqllease
+	// made the lease table. Nothing is changed; upgrade this program.
 	ErrSchemaTooNew = errors.New("mysqllease: lease table schema is newer than this mysqllease supports")
 	// ErrTableMissing is returned by [Open] and [New] when the schema version
-	// table records a lease table that is no longer there (someone dropped
-	// it). The store does not silently make a new one.
+	// table records a lease table that someone dropped: none is made anew.
 	ErrTableMissing = errors.New("mysqllease: lease table is missing")
 )
 

@@ -85,40 +85,26 @@ func (t *fencedTx) end() {
 	_ = t.conn.Close()
 }
 
-// restoreTimeout bounds restoring the connection's limits after a fenced
-// write, which runs even when the write's context has ended.
+// restoreTimeout bounds restoring a connection's limits (ctx may have ended).
 const restoreTimeout = 10 * time.Second
 
-// Session variables a fenced write sets, saved in user variables of these
-// names and restored after.
-const (
-	savedLockWait = "@leaderaware_lock_wait"
-	savedWait     = "@leaderaware_wait"
-	savedStmt     = "@leaderaware_stmt"
-)
-
-// boundSQL saves the connection's limits and sets them to d, the term's
-// trust: the lock wait, the idle time (so that a client frozen
+// boundSQL saves the connection's limits in user variables and sets them to
+// d, the term's trust: the lock wait, the idle time (so that a client frozen
 // mid-transaction is cut off and its row lock freed) and the statement
 // time, rounded up to whole seconds where the variable counts seconds.
 func (s *Store) boundSQL(d time.Duration) string {
 	secs := strconv.FormatInt(ceilSeconds(d), 10)
 	stmtVar, stmtVal := s.statementLimit(d)
-	return "SET " + savedLockWait + " = @@SESSION.innodb_lock_wait_timeout, " +
-		savedWait + " = @@SESSION.wait_timeout, " +
-		savedStmt + " = @@SESSION." + stmtVar + ", " +
-		"SESSION innodb_lock_wait_timeout = " + secs + ", " +
-		"SESSION wait_timeout = " + secs + ", " +
-		"SESSION " + stmtVar + " = " + stmtVal
+	return "SET @leaderaware_lock_wait = @@SESSION.innodb_lock_wait_timeout, @leaderaware_wait = @@SESSION.wait_timeout, " +
+		"@leaderaware_stmt = @@SESSION." + stmtVar + ", SESSION innodb_lock_wait_timeout = " + secs + ", " +
+		"SESSION wait_timeout = " + secs + ", SESSION " + stmtVar + " = " + stmtVal
 }
 
 // restoreSQL puts back what boundSQL saved and clears the user variables.
 func (s *Store) restoreSQL() string {
 	stmtVar, _ := s.statementLimit(0)
-	return "SET SESSION innodb_lock_wait_timeout = " + savedLockWait + ", " +
-		"SESSION wait_timeout = " + savedWait + ", " +
-		"SESSION " + stmtVar + " = " + savedStmt + ", " +
-		savedLockWait + " = NULL, " + savedWait + " = NULL, " + savedStmt + " = NULL"
+	return "SET SESSION innodb_lock_wait_timeout = @leaderaware_lock_wait, SESSION wait_timeout = @leaderaware_wait, " +
+		"SESSION " + stmtVar + " = @leaderaware_stmt, @leaderaware_lock_wait = NULL, @leaderaware_wait = NULL, @leaderaware_stmt = NULL"
 }
 
 // statementLimit names the server's statement time limit variable and its
@@ -136,9 +122,5 @@ func (s *Store) statementLimit(d time.Duration) (string, string) {
 // what every server accepts for wait_timeout (a year).
 func ceilSeconds(d time.Duration) int64 {
 	const maxSecs = 365 * 24 * 3600
-	secs := int64(d / time.Second)
-	if d%time.Second != 0 {
-		secs++
-	}
-	return min(max(secs, 1), maxSecs)
+	return min(max(int64((d-1)/time.Second)+1, 1), maxSecs)
 }

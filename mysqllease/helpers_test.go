@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // envDSN names the environment variable with the test server's DSN.
@@ -109,4 +111,9 @@ func openStore(t testing.TB, table string, opts ...Option) *Store {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
+}
+
+// read reads the row of name, released or not, as TryAcquire does.
+func (s *Store) read(ctx context.Context, q querier, name string) (elector.Lease, bool, error) {
+	return scanLease(q.QueryRowContext(ctx, s.sqlRead, name))
 }

@@ -6,11 +6,11 @@ import (
 	"database/sql/driver"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // querier is what lease statements run on: a *sql.DB or a *sql.Conn. It
-// has no BeginTx: every lease statement is one autocommit statement, so
-// that no lease operation holds a lock across round trips.
+// has no BeginTx: every lease statement is one autocommit statement.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -18,17 +18,16 @@ type querier interface {
 }
 
 // leasePool carries lease traffic apart from the jobs' pool, so that job
-// queries holding every job connection cannot starve renewals. After
-// [Open] it is a *sql.DB of its own; after [New] it is a few connections
-// reserved from the caller's pool for the store's lifetime.
+// queries cannot starve renewals: after [Open] a *sql.DB of its own, after
+// [New] connections reserved from the caller's pool until Close.
 type leasePool struct {
 	db      *sql.DB
 	reserve bool // New: run on reserved connections of db
 
 	slots  chan struct{}  // reserve: one per connection that may be held
 	idle   chan *sql.Conn // reserve: held connections between operations
-	mu     sync.Mutex     // guards closed against put
-	closed bool
+	mu     sync.Mutex     // orders put against close's drain of idle
+	closed atomic.Bool
 }
 
 func newLeasePool(db *sql.DB, reserve bool, n int) *leasePool {
@@ -78,24 +77,20 @@ func (p *leasePool) get(ctx context.Context) (*sql.Conn, error) {
 		_ = c.Close()
 	default:
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	if p.closed.Load() {
 		p.slots <- struct{}{}
 		return nil, ErrClosed
 	}
 	c, err := p.db.Conn(ctx)
 	if err != nil {
 		p.slots <- struct{}{}
-		return nil, err
 	}
-	return c, nil
+	return c, err
 }
 
 func (p *leasePool) put(c *sql.Conn, err error) {
 	p.mu.Lock()
-	if p.closed || isConnError(err) {
+	if p.closed.Load() || isConnError(err) {
 		_ = c.Close()
 	} else {
 		p.idle <- c // never blocks: a slot was taken for it
@@ -109,13 +104,12 @@ func (p *leasePool) put(c *sql.Conn, err error) {
 // non-blocking read that finds a socket the server closed, e.g. after
 // wait_timeout, without a round trip). A dead connection is closed.
 func alive(ctx context.Context, c *sql.Conn) bool {
-	err := c.Raw(func(dc any) error {
+	return c.Raw(func(dc any) error {
 		if r, ok := dc.(driver.SessionResetter); ok {
 			return r.ResetSession(ctx)
 		}
 		return nil
-	})
-	return err == nil
+	}) == nil
 }
 
 // close gives the reserved connections back to the caller's pool, or closes
@@ -127,7 +121,7 @@ func (p *leasePool) close() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.closed = true
+	p.closed.Store(true)
 	for {
 		select {
 		case c := <-p.idle:

@@ -8,8 +8,23 @@ import (
 	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
+// The tests that need a server read its DSN from LEADERAWARE_TEST_MYSQL. They
+// skip without it, unless CI is set: then, as when the server cannot be
+// reached, they fail.
+//
+//	LEADERAWARE_TEST_MYSQL='root@tcp(127.0.0.1:3306)/test' go test -race ./...
+//
+// Each test makes tables with random names and drops them, so the tests may
+// share a database with other work. On Linux, TestFailoverProcesses and
+// TestChaosProcesses run the test binary itself as replica processes, and
+// crash, freeze and stop them; the chaos schedule runs 20s
+// (-chaos.duration, -chaos.seed). TestFrozenHolderMidRenew and
+// TestFrozenCandidateMidTakeover freeze one store connection, through a
+// proxy, right after it sent a lease write, and check that a candidate
+// still takes over after the TTL.
+
 // TestMain checks that no test leaves a goroutine behind: every test closes
-// its stores, which stops their pollers and closes their pools. Started by
+// its stores, which stops their polls and closes their pools. Started by
 // the multi-process tests as one of their child processes (see
 // proc_linux_test.go), the test binary runs that child instead of the
 // tests.

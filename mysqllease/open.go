@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // Connection timeouts that [Open] sets when the DSN does not, so that a dead
@@ -40,32 +42,23 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobConn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
-	}
 	leaseCfg := cfg.Clone()
 	withAutocommit(leaseCfg)
 	leaseCfg.InterpolateParams = true
 	leaseConn, err := mysql.NewConnector(leaseCfg)
 	if err != nil { // a collation that interpolation cannot escape safely
 		leaseCfg.InterpolateParams = false
-		if leaseConn, err = mysql.NewConnector(leaseCfg); err != nil {
-			return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
-		}
+		leaseConn, err = mysql.NewConnector(leaseCfg)
+	}
+	jobConn, jobErr := mysql.NewConnector(cfg)
+	if err = errors.Join(err, jobErr); err != nil {
+		return nil, fmt.Errorf("mysqllease: DSN for %s: %w", target(cfg), withoutSecret(err, cfg.Passwd))
 	}
 	leaseDB := sql.OpenDB(leaseConn)
 	leaseDB.SetMaxOpenConns(o.leaseConns)
 	leaseDB.SetMaxIdleConns(o.leaseConns)
 	leaseDB.SetConnMaxLifetime(5 * time.Minute)
-	jobs := sql.OpenDB(jobConn)
-	s, err := newStore(ctx, newLeasePool(leaseDB, false, o.leaseConns), jobs, true, o, target(cfg), cfg.Passwd)
-	if err != nil {
-		_ = leaseDB.Close()
-		_ = jobs.Close()
-		return nil, err
-	}
-	return s, nil
+	return newStore(ctx, newLeasePool(leaseDB, false, o.leaseConns), sql.OpenDB(jobConn), true, o, target(cfg), cfg.Passwd)
 }
 
 // New returns a Store on db, a go-sql-driver/mysql pool that the caller
@@ -85,15 +78,11 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), NewTimeout)
 	defer cancel()
-	p := newLeasePool(db, true, o.leaseConns)
-	s, err := newStore(ctx, p, db, false, o, "", "")
-	if err != nil {
-		_ = p.close()
-		return nil, err
-	}
-	return s, nil
+	return newStore(ctx, newLeasePool(db, true, o.leaseConns), db, false, o, "", "")
 }
 
+// newStore checks the session and the schema, and on failure closes what
+// it was given to own.
 func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o options, target, secret string) (*Store, error) {
 	s := &Store{
 		leases:       leases,
@@ -104,6 +93,7 @@ func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o
 		versionTable: quote(o.table + versionSuffix),
 		target:       target,
 		secret:       secret,
+		subs:         make(map[*func(elector.Change)]struct{}),
 	}
 	s.prepareSQL()
 	err := leases.do(ctx, func(q querier) error {
@@ -115,40 +105,43 @@ func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o
 	if target == "" { // New
 		s.target, target = "database "+s.database, "the database of the *sql.DB given to New"
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return s, nil
+	}
+	_ = s.Close()
+	var hint string
+	switch {
 	case isMySQLError(err, errAccessDenied) || isMySQLError(err, errAccessDeniedDB):
-		return nil, fmt.Errorf("mysqllease: connect to %s: check the user and password: %w", target, withoutSecret(err, secret))
+		hint = "check the user and password: "
 	case isMySQLError(err, errUnknownDB):
-		return nil, fmt.Errorf("mysqllease: connect to %s: the database does not exist; create it first: %w", target, withoutSecret(err, secret))
+		hint = "the database does not exist; create it first: "
 	case errors.Is(err, mysql.ErrInvalidConn):
-		return nil, fmt.Errorf("mysqllease: connect to %s: the connection broke or the server did not answer within the DSN's readTimeout: %w",
-			target, withoutSecret(err, secret))
-	case isConnError(err):
-		return nil, fmt.Errorf("mysqllease: connect to %s: %w", target, withoutSecret(err, secret))
-	default:
+		hint = "the connection broke or the server did not answer within the DSN's readTimeout: "
+	case !isConnError(err):
 		return nil, fmt.Errorf("mysqllease: open %s: %w", target, withoutSecret(err, secret))
 	}
+	return nil, fmt.Errorf("mysqllease: connect to %s: %s%w", target, hint, withoutSecret(err, secret))
 }
+
+// dsnForm is the form of a DSN, for the errors of one that is not.
+const dsnForm = "user:password@tcp(host:3306)/dbname"
 
 // parseDSN parses dsn and sets the default timeouts it leaves unset. Its
 // errors never contain the password.
 func parseDSN(dsn string) (cfg *mysql.Config, err error) {
 	if strings.TrimSpace(dsn) == "" {
-		return nil, errors.New("mysqllease: DSN is empty; want user:password@tcp(host:3306)/dbname")
+		return nil, errors.New("mysqllease: DSN is empty; want " + dsnForm)
 	}
 	defer func() { // go-sql-driver panics on some parameters (strict)
 		if r := recover(); r != nil {
-			cfg, err = nil, fmt.Errorf("mysqllease: parse DSN: %v", r)
+			cfg, err = nil, malformedDSN(dsn, fmt.Errorf("%v", r))
 		}
 	}()
-	cfg, err = mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("mysqllease: parse DSN: %w", withoutSecret(err, passwordOf(dsn)))
+	if cfg, err = mysql.ParseDSN(dsn); err != nil {
+		return nil, malformedDSN(dsn, err)
 	}
 	if cfg.DBName == "" {
-		return nil, fmt.Errorf("mysqllease: DSN for %s names no database; add one after the slash: user:password@tcp(host:3306)/dbname", target(cfg))
+		return nil, fmt.Errorf("mysqllease: DSN for %s names no database; add one after the slash: %s", target(cfg), dsnForm)
 	}
 	set := dsnParams(dsn)
 	if !set["timeout"] {
@@ -161,6 +154,15 @@ func parseDSN(dsn string) (cfg *mysql.Config, err error) {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	return cfg, nil
+}
+
+// malformedDSN is the error of dsn, which did not parse with err: it shows
+// dsn without its password, and the form expected.
+func malformedDSN(dsn string, err error) error {
+	if pw := passwordOf(dsn); pw != "" {
+		dsn, err = strings.ReplaceAll(dsn, ":"+pw+"@", ":xxxxx@"), withoutSecret(err, pw)
+	}
+	return fmt.Errorf("mysqllease: DSN %q is not of the form %s?param=value: %w", dsn, dsnForm, err)
 }
 
 // withAutocommit overrides an autocommit setting of the DSN (autocommit=0,
@@ -176,9 +178,9 @@ func withAutocommit(cfg *mysql.Config) {
 }
 
 // checkSession refuses a lease connection whose writes would never commit
-// or always fail, before the schema check writes anything: autocommit off,
-// a read-only transaction mode, or a read-only server (a replica).
-// tx_read_only is transaction_read_only in MySQL 8 and MariaDB 11.1.
+// or always fail (autocommit off, read-only), before the schema check
+// writes anything. tx_read_only is transaction_read_only in MySQL 8 and
+// MariaDB 11.1.
 func checkSession(ctx context.Context, q querier) error {
 	rows, err := q.QueryContext(ctx, `SHOW SESSION VARIABLES WHERE Variable_name IN
 		('autocommit', 'tx_read_only', 'transaction_read_only', 'read_only', 'super_read_only')`)
@@ -186,32 +188,24 @@ func checkSession(ctx context.Context, q querier) error {
 		return fmt.Errorf("read the session settings: %w", err)
 	}
 	defer rows.Close()
-	on := make(map[string]bool)
 	for rows.Next() {
 		var name, value string
 		if err := rows.Scan(&name, &value); err != nil {
 			return fmt.Errorf("read the session settings: %w", err)
 		}
-		on[strings.ToLower(name)] = value == "ON" || value == "1"
+		on := value == "ON" || value == "1"
+		switch name = strings.ToLower(name); {
+		case name == "autocommit" && !on:
+			return errors.New("the lease connections have autocommit off (autocommit=0 in the DSN of the *sql.DB given to New, " +
+				"or the server's init_connect), so lease writes would never commit: set autocommit=1 in the DSN, " +
+				"or use Open, which turns autocommit on for its lease connections")
+		case name != "autocommit" && on:
+			return fmt.Errorf("the session or server is read-only (%s is on, in the DSN, the server's defaults or on a replica), "+
+				"so every lease write would fail: remove %s=1 from the DSN, or connect to a writable primary", name, name)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the session settings: %w", err)
-	}
-	if autocommit, ok := on["autocommit"]; ok && !autocommit {
-		return errors.New("the lease connections have autocommit off (autocommit=0 in the DSN of the *sql.DB given to New, " +
-			"or the server's init_connect), so lease writes would never commit: set autocommit=1 in the DSN, " +
-			"or use Open, which turns autocommit on for its lease connections")
-	}
-	for _, v := range []string{"tx_read_only", "transaction_read_only"} {
-		if on[v] {
-			return fmt.Errorf("the session is read-only (%s is on, in the DSN or the server's defaults), so every lease write would fail: "+
-				"remove %s=1 from the DSN, or connect to a writable server", v, v)
-		}
-	}
-	for _, v := range []string{"read_only", "super_read_only"} {
-		if on[v] {
-			return fmt.Errorf("the server is read-only (%s is on: a replica?), so every lease write would fail: connect to the primary", v)
-		}
 	}
 	return nil
 }
@@ -220,11 +214,7 @@ func checkSession(ctx context.Context, q querier) error {
 // finds them: after the first '?' that follows the last '/'.
 func dsnParams(dsn string) map[string]bool {
 	set := make(map[string]bool)
-	slash := strings.LastIndexByte(dsn, '/')
-	_, query, ok := strings.Cut(dsn[slash+1:], "?")
-	if !ok {
-		return set
-	}
+	_, query, _ := strings.Cut(dsn[strings.LastIndexByte(dsn, '/')+1:], "?")
 	for kv := range strings.SplitSeq(query, "&") {
 		if k, _, ok := strings.Cut(kv, "="); ok {
 			set[k] = true
@@ -255,6 +245,7 @@ func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.unsubscribe(nil)
 		err = s.leases.close()
 		if s.owns {
 			err = errors.Join(err, s.jobs.Close())

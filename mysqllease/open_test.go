@@ -29,7 +29,7 @@ func TestOpenBadInput(t *testing.T) {
 		{"blank DSN", "  ", nil, "DSN is empty"},
 		{"no database", "app:" + pw + "@tcp(db.example:3306)/", nil, "app@tcp(db.example:3306)/ names no database"},
 		{"no database, no slash", "app:" + pw + "@tcp(db.example:3306)", nil, "missing the slash"},
-		{"unterminated address", "app:" + pw + "@tcp(db.example:3306/app", nil, "parse DSN"},
+		{"unterminated address", "app:" + pw + "@tcp(db.example:3306/app", nil, `DSN "app:xxxxx@tcp(db.example:3306/app" is not of the form`},
 		{"bad parameter", "app:" + pw + "@tcp(db.example:3306)/app?readTimeout=soon", nil, `"soon"`},
 		{"removed strict parameter", "app:" + pw + "@tcp(db.example:3306)/app?strict=true", nil, "strict mode has been removed"},
 		{"empty table", "app@tcp(x)/app", []Option{WithTable("")}, "table name is empty"},
@@ -38,6 +38,8 @@ func TestOpenBadInput(t *testing.T) {
 		{"table too long", "app@tcp(x)/app", []Option{WithTable(strings.Repeat("t", 57))}, "is 57 bytes; at most 56"},
 		{"no lease connections", "app@tcp(x)/app", []Option{WithLeaseConns(0)}, "lease connections 0 must be between 1 and 64"},
 		{"too many lease connections", "app@tcp(x)/app", []Option{WithLeaseConns(1000)}, "lease connections 1000"},
+		{"no poll interval", "app@tcp(x)/app", []Option{WithPollInterval(0)}, "poll interval 0s must be between 10ms and 1m0s"},
+		{"poll interval too long", "app@tcp(x)/app", []Option{WithPollInterval(time.Hour)}, "poll interval 1h0m0s must be"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
@@ -53,6 +55,24 @@ func TestOpenBadInput(t *testing.T) {
 	require.ErrorContains(t, err, "nil *sql.DB")
 	_, err = New(&sql.DB{}, WithTable("no good"))
 	require.ErrorContains(t, err, `table name "no good"`)
+}
+
+// TestMalformedDSN: a DSN that does not parse is named, without its
+// password, next to the form expected and the driver's reason.
+func TestMalformedDSN(t *testing.T) {
+	const form = "is not of the form user:password@tcp(host:3306)/dbname?param=value: "
+	for _, c := range []struct{ dsn, want string }{
+		{"app:s3cret@db.example:3306/app", `mysqllease: DSN "app:xxxxx@db.example:3306/app" ` + form + "default addr for network 'db.example:3306' unknown"},
+		{"mysql://app:s3cret@db.example:3306/app", `mysqllease: DSN "mysql:xxxxx@db.example:3306/app" ` + form},
+		{"app:s3cret@tcp(db.example:3306/app", `mysqllease: DSN "app:xxxxx@tcp(db.example:3306/app" ` + form + "invalid DSN: network address not terminated"},
+		{"db.example", `mysqllease: DSN "db.example" ` + form + "invalid DSN: missing the slash"},
+		{"app:s3cret@tcp(db.example)/app?strict=true", `mysqllease: DSN "app:xxxxx@tcp(db.example)/app?strict=true" ` + form + "strict mode has been removed"},
+	} {
+		_, err := parseDSN(c.dsn)
+		require.Error(t, err, c.dsn)
+		assert.Contains(t, err.Error(), c.want)
+		assert.NotContains(t, err.Error(), "s3cret")
+	}
 }
 
 // TestDSNDefaults: the timeouts a DSN leaves unset get defaults; those it

@@ -2,37 +2,41 @@ package mysqllease
 
 import (
 	"fmt"
+	"time"
 )
 
 // Defaults of the options.
 const (
-	// DefaultTable is the lease table unless [WithTable] says otherwise. The
-	// schema version lives in DefaultTable + "_version".
-	DefaultTable = "leaderaware_leases"
-	// DefaultLeaseConns is how many connections carry lease traffic unless
-	// [WithLeaseConns] says otherwise.
-	DefaultLeaseConns = 2
+	DefaultTable        = "leaderaware_leases"   // the lease table, unless [WithTable]
+	DefaultLeaseConns   = 2                      // connections for lease traffic, unless [WithLeaseConns]
+	DefaultPollInterval = 250 * time.Millisecond // how often [Store.Notify] polls, unless [WithPollInterval]
 )
 
 // Limits of the options.
 const (
-	maxTableLen    = 64 - len(versionSuffix) // MySQL identifiers are at most 64 characters
-	maxLeaseConns  = 64
-	versionSuffix  = "_version"
-	tableNameChars = "ASCII letters, digits, _ and $"
+	maxTableLen   = 64 - len(versionSuffix) // MySQL identifiers are at most 64 characters
+	maxLeaseConns = 64
+	minPoll       = 10 * time.Millisecond
+	maxPoll       = time.Minute
+	versionSuffix = "_version"
 )
 
 // An Option configures [Open] and [New]. Options are values: they can be
 // kept and passed to many stores.
 type Option interface{ apply(*options) }
 
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
 type options struct {
-	table      string
-	leaseConns int
+	table        string
+	leaseConns   int
+	pollInterval time.Duration
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{table: DefaultTable, leaseConns: DefaultLeaseConns}
+	o := options{table: DefaultTable, leaseConns: DefaultLeaseConns, pollInterval: DefaultPollInterval}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -43,6 +47,9 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	if o.leaseConns < 1 || o.leaseConns > maxLeaseConns {
 		return o, fmt.Errorf("mysqllease: lease connections %d must be between 1 and %d", o.leaseConns, maxLeaseConns)
+	}
+	if o.pollInterval < minPoll || o.pollInterval > maxPoll {
+		return o, fmt.Errorf("mysqllease: poll interval %v must be between %v and %v", o.pollInterval, minPoll, maxPoll)
 	}
 	return o, nil
 }
@@ -56,29 +63,29 @@ func validTable(name string) error {
 	}
 	for _, r := range name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '$') {
-			return fmt.Errorf("mysqllease: table name %q has the character %q; use %s", name, r, tableNameChars)
+			return fmt.Errorf("mysqllease: table name %q has the character %q; use ASCII letters, digits, _ and $", name, r)
 		}
 	}
 	return nil
 }
 
-type tableOption string
-
-func (o tableOption) apply(opts *options) { opts.table = string(o) }
-
 // WithTable names the lease table (default [DefaultTable]) in the DSN's
 // database; its schema version lives in the table name + "_version". The
 // name is 1–56 ASCII letters, digits, _ or $. Stores that must not see each
 // other's leases, such as tests sharing one database, use different tables.
-func WithTable(table string) Option { return tableOption(table) }
-
-type leaseConnsOption int
-
-func (o leaseConnsOption) apply(opts *options) { opts.leaseConns = int(o) }
+func WithTable(table string) Option { return optionFunc(func(o *options) { o.table = table }) }
 
 // WithLeaseConns sets how many connections carry lease traffic (default
 // [DefaultLeaseConns]; 1 to 64): the size of the pool [Open] keeps for
 // leases, or how many connections [New] reserves from the caller's pool.
 // A lease operation waiting for a row lock (a renewal behind a fenced
 // write) holds one of them.
-func WithLeaseConns(n int) Option { return leaseConnsOption(n) }
+func WithLeaseConns(n int) Option { return optionFunc(func(o *options) { o.leaseConns = n }) }
+
+// WithPollInterval sets how often a Store whose elector waits on leases
+// checks the table for acquires and releases (default
+// [DefaultPollInterval]; 10ms to 1m), with one statement that reads the
+// whole table: how soon a candidate learns of a release made elsewhere.
+func WithPollInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.pollInterval = d })
+}

@@ -39,8 +39,7 @@ const versionTableDDL = `CREATE TABLE IF NOT EXISTS %s (
 // needs no DDL privilege. Creation is safe for concurrent Opens without a
 // lock: every step is idempotent (CREATE TABLE IF NOT EXISTS, INSERT
 // IGNORE), and the lease table is created before the version table, so a
-// version row without a lease table always means someone dropped it. (A
-// future migration would serialize on the version row, not on GET_LOCK.)
+// version row without a lease table always means someone dropped it.
 func (s *Store) ensureSchema(ctx context.Context, q querier) error {
 	var version string
 	var db sql.NullString

@@ -1,6 +1,7 @@
 package mysqllease
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -18,7 +19,8 @@ import (
 
 // Store is an [elector.Store] on one MySQL or MariaDB lease table, which
 // reads and renews leases in bulk ([elector.BulkReader],
-// [elector.BatchRenewer]) and offers fenced writes ([Store.Fenced]). Close it
+// [elector.BatchRenewer]), reports acquires and releases
+// ([elector.Notifier]) and offers fenced writes ([Store.Fenced]). Close it
 // when done.
 type Store struct {
 	leases *leasePool
@@ -34,6 +36,11 @@ type Store struct {
 
 	sqlRead, sqlInsert, sqlTake, sqlRenew, sqlRelease, sqlFence string
 	sqlGetMany                                                  string // ends in "IN (": the names follow
+	sqlMark                                                     string
+
+	mu       sync.Mutex                         // guards subs and stopPoll
+	subs     map[*func(elector.Change)]struct{} // the active Notify calls
+	stopPoll func()                             // stops the running poll, if any
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -43,6 +50,7 @@ var _ interface {
 	elector.Store
 	elector.BulkReader
 	elector.BatchRenewer
+	elector.Notifier
 } = (*Store)(nil)
 
 // nowMicros is the server's UTC clock in microseconds since the Unix epoch,
@@ -64,6 +72,11 @@ func (s *Store) prepareSQL() {
 	t := s.table
 	s.sqlRead = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name = ?`
 	s.sqlGetMany = `SELECT ` + leaseColumns + ` FROM ` + t + ` WHERE name IN (`
+	// Every acquire raises a row's token, and every release sets a flag
+	// without touching the tokens, so between two reads any acquire or
+	// release moves the mark; renewals do not. It scans the table: cheap
+	// up to many thousands of leases.
+	s.sqlMark = `SELECT CONCAT(COALESCE(SUM(token), 0), '/', COALESCE(SUM(released), 0)) FROM ` + t
 	// A new row's version is its token.
 	s.sqlInsert = `INSERT INTO ` + t + ` (name, holder, token, version, ttl_us, released, written_at)
 VALUES (?, ?, LAST_INSERT_ID(` + nowMicros + `), ` + nowMicros + `, ?, FALSE, ` + writtenAt + `)`
@@ -95,8 +108,7 @@ func (s *Store) DB() *sql.DB { return s.jobs }
 // Table returns the quoted name of the lease table, ready to use in SQL.
 func (s *Store) Table() string { return s.table }
 
-// acquireAttempts bounds how often TryAcquire goes round when the lease
-// changes between its read and its write.
+// acquireAttempts bounds TryAcquire's rounds while the lease changes under it.
 const acquireAttempts = 5
 
 // TryAcquire implements [elector.Store]. A takeover waiting for the row
@@ -126,7 +138,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	var lastErr error
 	for range acquireAttempts {
-		cur, released, err := s.read(ctx, q, name)
+		cur, released, err := scanLease(q.QueryRowContext(ctx, s.sqlRead, name))
 		exists := err == nil
 		switch {
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
@@ -151,25 +163,19 @@ func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl
 // take starts holder's term in one statement if the lease is still cur,
 // the state just read (no row if !exists), and reports whether it did.
 func (s *Store) take(ctx context.Context, q querier, name, holder string, ttl time.Duration, exists bool, cur elector.Lease) (elector.Lease, bool, error) {
-	l := elector.Lease{Name: name, Holder: holder, TTL: fromMicros(micros(ttl))}
 	written := wallMicros()
-	var (
-		res sql.Result
-		err error
-	)
+	query, args := s.sqlInsert, []any{name, holder, micros(ttl), written}
 	if exists {
-		res, err = q.ExecContext(ctx, s.bounded(ctx, s.sqlTake), holder, micros(ttl), written, name, cur.Token, cur.Version)
-	} else {
-		res, err = q.ExecContext(ctx, s.bounded(ctx, s.sqlInsert), name, holder, micros(ttl), written)
+		query, args = s.sqlTake, []any{holder, micros(ttl), written, name, cur.Token, cur.Version}
 	}
-	token, err := wrote(res, err)
+	token, err := wrote(q.ExecContext(ctx, s.bounded(ctx, query), args...))
 	if isMySQLError(err, errStatementTimeout) {
 		err = fmt.Errorf("the server stopped the write at the call's deadline: %w: %w", context.DeadlineExceeded, err)
 	}
 	if err != nil || token == 0 {
 		return elector.Lease{}, false, err
 	}
-	l.Token, l.Version, l.Written = token, token, time.UnixMicro(written)
+	l := elector.Lease{Name: name, Holder: holder, Token: token, Version: token, TTL: fromMicros(micros(ttl)), Written: time.UnixMicro(written)}
 	if exists {
 		l.Version = takeVersion(cur.Version, token)
 	}
@@ -202,11 +208,7 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 		return elector.Lease{}, err
 	}
 	written := wallMicros()
-	var version uint64
-	err := s.leases.do(ctx, func(q querier) (err error) {
-		version, err = wrote(q.ExecContext(ctx, s.sqlRenew, micros(ttl), written, l.Name, l.Token, l.Holder))
-		return err
-	})
+	version, err := wrote(s.exec(ctx, s.sqlRenew, micros(ttl), written, l.Name, l.Token, l.Holder))
 	switch {
 	case err != nil:
 		return elector.Lease{}, s.opErr("renew", leasesOf(l.Name), err)
@@ -227,11 +229,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := s.check(ctx, l.Name, elector.MinTTL); err != nil {
 		return err
 	}
-	err := s.leases.do(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder)
-		return err
-	})
-	if err != nil {
+	if _, err := s.exec(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder); err != nil {
 		return s.opErr("release", leasesOf(l.Name), err)
 	}
 	return nil
@@ -247,11 +245,6 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 		return elector.Lease{}, fmt.Errorf("mysqllease: lease %q: %w", name, elector.ErrNoLease)
 	}
 	return ls[0], nil
-}
-
-// read reads the row of name, released or not.
-func (s *Store) read(ctx context.Context, q querier, name string) (elector.Lease, bool, error) {
-	return scanLease(q.QueryRowContext(ctx, s.sqlRead, name))
 }
 
 // scanLease scans a lease row, released or not, selected as leaseColumns
@@ -272,10 +265,7 @@ func (s *Store) check(ctx context.Context, name string, ttl time.Duration) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := elector.ValidateName(name); err != nil {
-		return fmt.Errorf("mysqllease: %w", err)
-	}
-	if err := elector.ValidateTTL(ttl); err != nil {
+	if err := cmp.Or(elector.ValidateName(name), elector.ValidateTTL(ttl)); err != nil {
 		return fmt.Errorf("mysqllease: %w", err)
 	}
 	return nil
@@ -288,6 +278,15 @@ func (s *Store) opErr(op, what string, err error) error {
 		return fmt.Errorf("mysqllease: %s %s: %w (%v)", op, what, ErrClosed, err)
 	}
 	return fmt.Errorf("mysqllease: %s %s in %s on %s: %w", op, what, s.table, s.target, err)
+}
+
+// exec runs one lease write.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = s.leases.do(ctx, func(q querier) error {
+		res, err = q.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
 }
 
 func affected(res sql.Result, err error) (int64, error) {
@@ -312,8 +311,7 @@ func wrote(res sql.Result, err error) (uint64, error) {
 	return uint64(id), err
 }
 
-// wallMicros is this process's wall clock in microseconds since the Unix
-// epoch, the written_at of its writes (for display only).
+// wallMicros is this process's wall clock in µs since the Unix epoch: written_at.
 func wallMicros() int64 { return clock.Wall().UnixMicro() }
 
 // micros is d in whole microseconds, the resolution of ttl_us, rounded up
@@ -322,15 +320,10 @@ func micros(d time.Duration) uint64 {
 	if d <= 0 {
 		return 0
 	}
-	us := d / time.Microsecond
-	if d%time.Microsecond != 0 {
-		us++
-	}
-	return uint64(us)
+	return uint64((d-1)/time.Microsecond) + 1
 }
 
-// fromMicros is us microseconds as a Duration, saturating at the longest
-// Duration instead of wrapping.
+// fromMicros is us microseconds as a Duration, saturating instead of wrapping.
 func fromMicros(us uint64) time.Duration {
 	if us > math.MaxInt64/uint64(time.Microsecond) {
 		return math.MaxInt64

@@ -14,11 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fileEvents tells the poller when the liveness file changed: a Store
-// touched it (a term began or ended, see touch), or a process closed it
-// (its Store closed, or the process died, which drops its liveness lock).
-// It reads an inotify instance on a goroutine of its own, which stop ends
-// and waits for.
+// fileEvents reads an inotify instance on the liveness file, on a goroutine
+// that stop ends and waits for: touches (a term began or ended) and closes
+// (a Store closed, or a process died).
 type fileEvents struct {
 	c      chan struct{} // capacity 1: an event came since the last receive
 	closed atomic.Bool   // one of those events was a close
@@ -27,13 +25,10 @@ type fileEvents struct {
 	once   sync.Once
 }
 
-// defaultWatchInterval is DefaultWatchInterval on Linux, where the
-// liveness file wakes the poller for what it must see at once.
 const defaultWatchInterval = 250 * time.Millisecond
 
-// events starts watching the liveness file: nil without one, and nil with
-// the error if inotify cannot watch it (no instance left, see
-// fs.inotify.max_user_instances; no /proc).
+// events starts watching the liveness file: nil without one, and an error if
+// inotify cannot (see fs.inotify.max_user_instances).
 func (sc *sidecar) events() (*fileEvents, error) {
 	if sc == nil {
 		return nil, nil
@@ -79,8 +74,7 @@ func (ev *fileEvents) read() {
 	}
 }
 
-// wait returns the channel that receives when an event came; nil for a nil
-// fileEvents, which never receives.
+// wait returns the channel of events; nil (never ready) for a nil fileEvents.
 func (ev *fileEvents) wait() <-chan struct{} {
 	if ev == nil {
 		return nil
@@ -88,10 +82,8 @@ func (ev *fileEvents) wait() <-chan struct{} {
 	return ev.c
 }
 
-// tookClose reports whether a close came since the last call.
 func (ev *fileEvents) tookClose() bool { return ev != nil && ev.closed.Swap(false) }
 
-// stop ends the goroutine and waits for it.
 func (ev *fileEvents) stop() {
 	if ev == nil {
 		return
@@ -100,10 +92,9 @@ func (ev *fileEvents) stop() {
 	<-ev.done
 }
 
-// touch sets the liveness file's times to now, which wakes the pollers of
-// the Stores that watch it (see events): a Store calls it after each commit
-// that began or ended a term. It is one system call, and a failure only
-// leaves those pollers to their interval.
+// touch sets the liveness file's times to now (futimens), waking the
+// Notify of the Stores that watch it; a failure only leaves them to their
+// watch interval.
 func (sc *sidecar) touch() {
 	if sc == nil {
 		return

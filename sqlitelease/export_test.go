@@ -2,7 +2,11 @@ package sqlitelease
 
 import (
 	"context"
+	"database/sql"
 	"time"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
 )
 
 // Die drops the liveness lock of s without clearing the liveness records of
@@ -17,28 +21,6 @@ func LiveRecord(s *Store) (file string, offset int64) {
 		return "", 0
 	}
 	return s.live.file, s.live.offset
-}
-
-// TestedHolders returns how many holders the poller of s tests the
-// liveness of on each wake-up: those of its watched leases not found gone.
-func TestedHolders(s *Store) int {
-	s.watch.mu.Lock()
-	defer s.watch.mu.Unlock()
-	n := 0
-	for _, h := range s.watch.holders {
-		if !h.gone {
-			n++
-		}
-	}
-	return n
-}
-
-// LivenessTests returns how many times the poller of s has woken and how
-// many liveness bytes it has tested, in all.
-func LivenessTests(s *Store) (polls, tests uint64) {
-	s.watch.mu.Lock()
-	defer s.watch.mu.Unlock()
-	return s.watch.polls, s.watch.liveTests
 }
 
 // SetCloseTimeout sets how long Close tries to clear liveness records, and
@@ -61,14 +43,6 @@ func SetReadRecheck(d time.Duration) (restore func()) {
 	return func() { readRecheck = old }
 }
 
-// WatchReads returns how many times s has read its watched leases from the
-// file (one batched statement each).
-func WatchReads(s *Store) uint64 {
-	s.watch.mu.Lock()
-	defer s.watch.mu.Unlock()
-	return s.watch.reads
-}
-
 // SetOpenHook makes Open call fn after it has set up the schema, and
 // returns a function that removes it.
 func SetOpenHook(fn func()) (restore func()) {
@@ -76,18 +50,15 @@ func SetOpenHook(fn func()) (restore func()) {
 	return func() { testHookSetUp = nil }
 }
 
-// Occupy runs a lease operation of s that waits until the returned
-// function is called, which waits for it to end.
+// Occupy keeps the lease operations of s waiting until the returned
+// function is called.
 func Occupy(s *Store) (release func()) {
-	started, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.worker.run(context.Background(), func() error {
-			close(started)
-			<-stop
-			return nil
-		})
-	}()
-	<-started
-	return func() { close(stop); <-done }
+	s.leaseSem <- struct{}{}
+	return func() { <-s.leaseSem }
+}
+
+// FencedLease is Fenced for the bare lease l (see leaseterm): only the
+// store's own checks can refuse it.
+func (s *Store) FencedLease(ctx context.Context, l elector.Lease, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.Fenced(leaseterm.Context(ctx, l), fn)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
-// countingStore counts TryAcquire calls and keeps the Store's WatchLease
+// countingStore counts TryAcquire calls and keeps the Store's watch
 // visible to the elector.
 type countingStore = counting.Store[*sqlitelease.Store]
 
@@ -138,9 +138,13 @@ func TestWaitingCandidatesMakeNoCalls(t *testing.T) {
 	// Wait, by the holders' own count, until every lease was renewed about
 	// twice: polling candidates would have read their lease some 50 times
 	// each by then.
-	from := renewed.n.Load()
+	from, reads, start := renewed.n.Load(), b.Reads.Load(), time.Now()
 	require.Eventually(t, func() bool { return renewed.n.Load() >= from+2*n }, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, int64(n), b.Acquires.Load(), "waiting candidates made store calls")
+	polls := int64(time.Since(start)/(20*time.Millisecond)) + 1
+	reads = b.Reads.Load() - reads
+	t.Logf("%d GetMany calls for %d waiting candidates in %d polls", reads, n, polls)
+	assert.LessOrEqual(t, reads, 2*polls, "one GetMany per poll for all the candidates, not one per lease")
 
 	var terms []elector.Term
 	defer func() {

@@ -18,29 +18,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// One file, one path. SQLite names the -wal and -shm files after the path it
-// opens, so two paths to one inode give the file two logs. A second name in
-// the file's directory or another (a hard link) shows in the link count; a
-// bind mount of the file alone does not. So each Store also holds a read
-// lock (F_OFD_SETLK) on the database file itself, at a byte that stands for
-// the directory and name it reaches the file through (pathByte), and tests
-// (F_OFD_GETLK) that no lock of another Store is on any other byte of the
-// range. Stores that come through one directory share their byte, as read
-// locks do. The range, [2^62, 2^62+2^61), is far above the bytes that
-// SQLite locks (512 from PENDING_BYTE, 0x40000000); a test and a lock of
-// two Stores that open at once cross, so that at least one sees the other.
-//
-// Closing any descriptor of a file drops every POSIX lock the process holds
-// on it, SQLite's own included, so the descriptors of database files are
-// kept in one table per process (dbFiles) and closed only once no Store of
-// the process has the file open, nor any other connection of the process a
-// lock on it (see closeUnused).
+// One file, one path (see the package documentation): each Store holds a
+// read lock on the database file at pathByte, in [2^62, 2^62+2^61), far
+// above SQLite's lock bytes, and tests that no other Store's lock is on
+// another byte of the range; a test and a lock of two Stores that open at
+// once cross, so at least one sees the other. Closing any descriptor of the
+// file drops every POSIX lock of the process on it, so descriptors live in
+// one table per process (dbFiles), closed only when unused (closeUnused).
 const (
 	pathBytes     = 1 << 62
 	pathByteRange = 1 << 61
 )
 
-// fileKey identifies a file: its device and inode.
 type fileKey struct{ dev, ino uint64 }
 
 // dbFile is a database file that Stores of this process have open.
@@ -50,22 +39,19 @@ type dbFile struct {
 	extra  []int               // descriptors opened for a path that had one, closed with the others
 }
 
-// pathLock is the descriptor, and the read lock on its path's byte, of the
-// Stores that come through one path.
+// pathLock is the descriptor, and read lock, of the Stores of one path.
 type pathLock struct {
 	fd     int
 	stores int // the lock is held while this is above 0
 }
 
-// fileTable is this process's table of database files.
 type fileTable struct {
 	mu   sync.Mutex
 	m    map[fileKey]*dbFile
 	busy []busyHold // see releaseWhen
 }
 
-// busyHold is the hold of a closed Store whose connections are not all
-// closed yet.
+// busyHold is the hold of a closed Store with connections still open.
 type busyHold struct {
 	h    *fileHold
 	idle func() bool
@@ -79,10 +65,9 @@ type fileHold struct {
 	at  int64 // the byte of the path it came through
 }
 
-// holdFile opens the database file at real, the path with every symbolic
-// link resolved, creating it with mode 0600 if it does not exist, and holds
-// it for a Store: it refuses (ErrSecondPath) a file with a second name or
-// that another Store holds through another path. path is for errors.
+// holdFile opens the database file at real (symbolic links resolved),
+// creating it with mode 0600, and holds it for a Store, refusing
+// (ErrSecondPath) a file with a second name or held through another path.
 func holdFile(path, real string) (*fileHold, error) {
 	var dir unix.Stat_t
 	if err := unix.Stat(filepath.Dir(real), &dir); err != nil {
@@ -104,7 +89,7 @@ func holdFile(path, real string) (*fileHold, error) {
 }
 
 // check refuses a file that is not a regular file, has a second name, or
-// has a lock of a Store that came through another path.
+// has the lock of a Store that came through another path.
 func (h *fileHold) check(path, real string, fd int) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -133,10 +118,9 @@ func (h *fileHold) check(path, real string, fd int) error {
 	return nil
 }
 
-// hold returns a hold on the file at real for the path byte at, and the
-// descriptor of that path, with the lock on its byte. It reuses the
-// descriptor of a Store that came the same way, and otherwise opens one,
-// creating the file if needed. The caller holds t.mu.
+// hold returns a hold on real for the path byte at, and the path's
+// descriptor, reusing that of a Store that came the same way. The caller
+// holds t.mu.
 func (t *fileTable) hold(real string, at int64) (*fileHold, int, error) {
 	var p *pathLock
 	var st unix.Stat_t
@@ -185,7 +169,6 @@ func (t *fileTable) hold(real string, at int64) (*fileHold, int, error) {
 	return h, p.fd, nil
 }
 
-// openDB opens the database file at path, creating it with mode 0600.
 func openDB(path string) (int, error) {
 	for {
 		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
@@ -195,9 +178,7 @@ func openDB(path string) (int, error) {
 	}
 }
 
-// pathByte returns the byte that stands for the name base in the directory
-// dir: the same for every path through the directory (a bind mount of it
-// included), another for another directory or name.
+// pathByte returns the byte that stands for the name base in directory dir.
 func pathByte(dir unix.Stat_t, base string) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d:%d/%s", dir.Dev, dir.Ino, base)
@@ -214,11 +195,9 @@ func (h *fileHold) release() {
 	dbFiles.release(h)
 }
 
-// releaseWhen ends the hold once idle reports that the Store's connections
-// are all closed: a job may still write through one it took before Close,
-// which does not wait for it, and the hold keeps out Stores that come
-// through another path meanwhile. Until then later Opens and Closes of
-// Stores ask again. It is safe on a nil hold.
+// releaseWhen ends the hold once idle reports the Store's connections all
+// closed (a job may still write through one), asked again at later Opens
+// and Closes. It is safe on a nil hold.
 func (h *fileHold) releaseWhen(idle func() bool) {
 	if h == nil {
 		return
@@ -229,14 +208,12 @@ func (h *fileHold) releaseWhen(idle func() bool) {
 	dbFiles.tidy()
 }
 
-// release ends h (see drop) and tidies the table. The caller holds t.mu.
 func (t *fileTable) release(h *fileHold) {
 	t.drop(h)
 	t.tidy()
 }
 
-// drop ends h: the last Store of a path drops its lock. The caller holds
-// t.mu.
+// drop ends h: the last Store of a path drops its lock. The caller holds t.mu.
 func (t *fileTable) drop(h *fileHold) {
 	f := t.m[h.key]
 	p := f.paths[h.at]
@@ -247,9 +224,8 @@ func (t *fileTable) drop(h *fileHold) {
 	f.stores--
 }
 
-// tidy ends the busy holds that are idle now, and closes the descriptors
-// of the files that no Store holds (see closeUnused). The caller holds
-// t.mu.
+// tidy ends the idle busy holds and closes unused descriptors. The caller
+// holds t.mu.
 func (t *fileTable) tidy() {
 	t.busy = slices.DeleteFunc(t.busy, func(b busyHold) bool {
 		if !b.idle() {
@@ -261,13 +237,9 @@ func (t *fileTable) tidy() {
 	t.closeUnused()
 }
 
-// closeUnused closes the descriptors of every file that no Store holds,
-// unless a connection of this process holds a POSIX lock on it (the job's
-// own *sql.DB on the file, say): the close would drop its locks too. Those
-// stay open until a later call finds the file unlocked, or is reused by
-// the next Store of the file. A connection that locks the file between
-// the look at the locks and the close still loses its lock. The caller
-// holds t.mu.
+// closeUnused closes the descriptors of the files no Store holds, unless a
+// connection of this process locks the file (the job's own *sql.DB): the
+// close would drop its locks. The caller holds t.mu.
 func (t *fileTable) closeUnused() {
 	var locked map[fileKey]bool
 	for key, f := range t.m {
@@ -293,8 +265,8 @@ func (t *fileTable) closeUnused() {
 	}
 }
 
-// posixLocked returns the files on which this process holds POSIX locks,
-// from /proc/locks.
+// posixLocked returns the files this process holds POSIX locks on, from
+// /proc/locks.
 func posixLocked() (map[fileKey]bool, error) {
 	b, err := os.ReadFile("/proc/locks")
 	if err != nil {
@@ -323,22 +295,18 @@ func posixLocked() (map[fileKey]bool, error) {
 	return locked, nil
 }
 
-// inPlace reports whether real, the path the hold came through, still has
-// the directory it had: a directory put in its place, with the file moved
-// into it, lacks the file's -wal and -shm, which SQLite's new connections
-// look for there.
+// inPlace reports whether real still has the directory the hold came
+// through: a directory put in its place lacks the file's -wal and -shm.
 func (h *fileHold) inPlace(real string) bool {
 	var dir unix.Stat_t
 	return unix.Stat(filepath.Dir(real), &dir) == nil && pathByte(dir, filepath.Base(real)) == h.at
 }
 
-// is reports whether fi is the file the hold is on.
 func (h *fileHold) is(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && fileKey{uint64(st.Dev), st.Ino} == h.key
 }
 
-// links returns the link count of fi.
 func links(fi os.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return uint64(st.Nlink)

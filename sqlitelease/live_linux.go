@@ -16,18 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sidecarAttempts is how many random offsets openSidecar tries: one is
-// taken by another Store only if 62 random bits collide.
 const sidecarAttempts = 8
 
-// openSidecar opens (creating it with the database file's mode and owner,
-// see sideFile) the liveness file next to the database file at the
-// absolute path abs, as SQLite places its -wal and -shm files (next to the
-// file a symbolic link points to), and locks a
-// byte of it at a random offset in [1, 2^62). It refuses, with an error
-// naming the file, one that is a symbolic link, not a regular file, neither
-// empty nor a high-water mark (8 bytes; anything else belongs to something
-// else), not writable, or that cannot be locked.
+// openSidecar opens <db>-live next to the file abs resolves to (creating it
+// with the database file's mode and owner) and locks a random byte of it in
+// [1, 2^62), refusing, with an error naming it, a file that is a symbolic
+// link, not regular, neither empty nor a mark, unwritable or unlockable.
 func openSidecar(abs string) (*sidecar, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
@@ -52,7 +46,6 @@ func openSidecar(abs string) (*sidecar, error) {
 	return sc, nil
 }
 
-// lock checks the file behind sc.fd and locks a free byte of it.
 func (sc *sidecar) lock() error {
 	var st unix.Stat_t
 	if err := unix.Fstat(sc.fd, &st); err != nil {
@@ -91,32 +84,22 @@ func (sc *sidecar) lock() error {
 	return fmt.Errorf("liveness file %q: no free byte found in %d random offsets; is something else locking the whole file?", sc.path, sidecarAttempts)
 }
 
-// markSize is the length of the high-water mark at the start of the
-// liveness file: the largest token issued through it, 8 bytes big-endian.
+// markSize is the length of the token high-water mark at the start of the
+// liveness file, big-endian.
 const markSize = 8
 
-// Backoff between attempts to lock the high-water mark.
 const (
 	minMarkBackoff = 20 * time.Microsecond
 	maxMarkBackoff = 5 * time.Millisecond
 )
 
-// withMark runs issue with the high-water mark of the liveness file (0 in a
-// file that has none yet, or whose mark was truncated or overwritten since
-// Open) and raises the mark to the token issue returns,
-// unless issue fails. The caller holds the write lock of the database, so
-// that no other Store of the file runs withMark meanwhile and issue can
-// roll back if the raise fails; an exclusive lock on byte 0 of the file
-// (which no liveness lock uses) makes the read-modify-write atomic against
-// Stores of another database file at the same path (one deleted under its
-// processes), which that write lock does not exclude. It is taken with
-// F_OFD_SETLK and retried until ctx ends, not with F_OFD_SETLKW, which no
-// Go program can interrupt (see testHolders).
-//
-// The raise is a pwrite, without fsync (which would cost milliseconds per
-// acquire): the mark outlives the process at once, but a power cut may lose
-// it, as it may lose the database's last commits (synchronous=NORMAL). The
-// database's own mark, or else the wall clock floor, covers what it lost.
+// withMark runs issue with the mark (0 if none, or if it was overwritten
+// since Open) and raises it to the token issue returns, unless issue fails.
+// The caller holds the database's write lock, so issue can roll back if the
+// raise fails; a lock on byte 0 guards against Stores of another database
+// file at the path. The raise is a pwrite without fsync: a power cut may lose
+// it, as it may the last commits, and then the database's mark or the clock
+// floor covers it. F_OFD_SETLKW cannot be interrupted in Go, hence retries.
 func (sc *sidecar) withMark(ctx context.Context, issue func(mark int64) (token int64, err error)) error {
 	if err := sc.lockMark(ctx); err != nil {
 		return err
@@ -150,8 +133,6 @@ func (sc *sidecar) withMark(ctx context.Context, issue func(mark int64) (token i
 	})
 }
 
-// lockMark takes the exclusive lock on byte 0 that guards the high-water
-// mark, retrying until ctx ends.
 func (sc *sidecar) lockMark(ctx context.Context) error {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: 0, Len: 1}
 	var timer *time.Timer
@@ -177,20 +158,15 @@ func (sc *sidecar) lockMark(ctx context.Context) error {
 	}
 }
 
-// unlockMark drops the lock that lockMark took. Closing the file drops it
-// too, so a closed sidecar has nothing to unlock.
 func (sc *sidecar) unlockMark() {
 	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: io.SeekStart, Start: 0, Len: 1}
 	_ = sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk) })
 }
 
-// errNotMark is the error of readMark for a file whose first bytes are no
-// high-water mark.
 var errNotMark = errors.New("it is not a liveness file; move it away (or put the database at another path)")
 
-// readMark reads the high-water mark: 0 in an empty file. A value that no
-// token can have (negative, or the largest integer, above which no token
-// fits) is an error matching errNotMark, as is a file shorter than a mark.
+// readMark reads the mark: 0 in an empty file, errNotMark for a file that
+// holds no mark.
 func (sc *sidecar) readMark() (int64, error) {
 	var buf [markSize]byte
 	var n int
@@ -213,8 +189,7 @@ func (sc *sidecar) readMark() (int64, error) {
 	return mark, nil
 }
 
-// do runs f on the file's descriptor, which it keeps open meanwhile, or
-// returns errSidecarClosed.
+// do runs f on the descriptor, kept open meanwhile, or returns errSidecarClosed.
 func (sc *sidecar) do(f func(fd int) error) error {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -224,9 +199,8 @@ func (sc *sidecar) do(f func(fd int) error) error {
 	return f(sc.fd)
 }
 
-// held reports whether a lock of another open file description is on the
-// byte at offset: F_OFD_GETLK, which never blocks and never takes the byte.
-// This Store's own lock never counts.
+// held reports whether another open file description locks the byte at
+// offset (F_OFD_GETLK, which never blocks).
 func (sc *sidecar) held(offset int64) (bool, error) {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: offset, Len: 1}
 	if err := sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk) }); err != nil {
@@ -235,17 +209,15 @@ func (sc *sidecar) held(offset int64) (bool, error) {
 	return lk.Type != unix.F_UNLCK, nil
 }
 
-// othersLocked reports whether another Store may hold a liveness lock in
-// the file: a lock of another open file description is on some byte after
-// byte 0 (F_OFD_GETLK over them all), or the test failed.
+// othersLocked reports whether another Store may hold a liveness lock in the
+// file (or the test failed).
 func (sc *sidecar) othersLocked() bool {
 	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: 1, Len: 0}
 	err := sc.do(func(fd int) error { return unix.FcntlFlock(uintptr(fd), unix.F_OFD_GETLK, &lk) })
 	return err != nil || lk.Type != unix.F_UNLCK
 }
 
-// close closes the file, which drops this Store's lock. It is safe to call
-// twice.
+// close closes the file, which drops the lock; it is safe to call twice.
 func (sc *sidecar) close() error {
 	if sc == nil {
 		return nil

@@ -2,7 +2,6 @@ package sqlitelease_test
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"os"
 	"path/filepath"
@@ -16,12 +15,6 @@ import (
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
-
-// deathBound is the most a takeover may take after a holder's death: a
-// watching Store tests the holder's liveness lock every watch interval
-// (DefaultWatchInterval, 20 ms); the rest is margin for the race detector
-// and a busy machine.
-const deathBound = 250 * time.Millisecond
 
 // requireHeld asserts that a TryAcquire with the zero observed lease is
 // refused, and returns the lease it reports.
@@ -130,7 +123,6 @@ func TestLiveCampaignWokenByDeath(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return b.Acquires.Load() > 0 }, 5*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond) // it waits now
-	require.Equal(t, 1, sqlitelease.TestedHolders(b.S), "the poller tests the holder")
 
 	start := time.Now()
 	require.NoError(t, sqlitelease.Die(a))
@@ -141,8 +133,6 @@ func TestLiveCampaignWokenByDeath(t *testing.T) {
 	assert.Greater(t, r.term.Token(), ta.Token())
 	assert.LessOrEqual(t, b.Acquires.Load(), int64(3), "woken by the death, not by polling")
 	require.NoError(t, r.term.Resign(bg(t)))
-	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(b.S) == 0 }, time.Second, time.Millisecond,
-		"a gone holder is tested no more")
 }
 
 // requireWon waits for a campaign to return a term.
@@ -156,72 +146,6 @@ func requireWon(t *testing.T, won <-chan campaignResult, within time.Duration) c
 		t.Fatalf("the candidate did not lead within %v", within)
 		return campaignResult{}
 	}
-}
-
-// TestLiveOneTestPerHolder: candidates waiting for four leases held by two
-// Stores cost, on each wake-up of the watching Store's poller, one liveness
-// test per holding Store, not one per lease or per candidate; a death wakes
-// the candidates of that holder's leases only.
-func TestLiveOneTestPerHolder(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "leases.db")
-	a1, a2 := openPath(t, path), openPath(t, path)
-	b := openPath(t, path, sqlitelease.WithWatchInterval(20*time.Millisecond)) // wake-ups to count
-	owner := map[string]*sqlitelease.Store{"x": a1, "y": a1, "z": a1, "w": a2}
-	for name, s := range owner {
-		_, err := s.TryAcquire(bg(t), name, "a", 15*time.Second, elector.Lease{})
-		require.NoError(t, err)
-	}
-	ctx, cancel := context.WithCancel(bg(t))
-	type result struct {
-		name string
-		campaignResult
-	}
-	results := make(chan result, 2*len(owner))
-	for name := range owner {
-		for _, holder := range []string{"b1", "b2"} { // two candidates per lease
-			e, err := elector.New(b, name, elector.Config{TTL: 15 * time.Second, RetryInterval: 10 * time.Second, Holder: holder})
-			require.NoError(t, err)
-			go func() {
-				term, err := e.Campaign(ctx)
-				results <- result{name, campaignResult{term, err, time.Now()}}
-			}()
-		}
-	}
-	require.Eventually(t, func() bool { return sqlitelease.TestedHolders(b) == 2 }, 5*time.Second, time.Millisecond,
-		"both holding Stores tested")
-	polls, tests := sqlitelease.LivenessTests(b)
-	time.Sleep(100 * time.Millisecond)
-	assert.Equal(t, 2, sqlitelease.TestedHolders(b))
-	polls2, tests2 := sqlitelease.LivenessTests(b)
-	require.Greater(t, polls2, polls, "the poller runs")
-	assert.Equal(t, 2*(polls2-polls), tests2-tests, "each holding Store tested once per wake-up")
-
-	require.NoError(t, sqlitelease.Die(a1))
-	deadline := time.After(2 * time.Second)
-	leaders := make(map[string]elector.Term)
-	for len(leaders) < 3 {
-		select {
-		case r := <-results:
-			require.NoError(t, r.err)
-			require.NotEqual(t, "w", r.name, "the lease of the live holder was taken")
-			require.NotContains(t, leaders, r.name, "two leaders of %s", r.name)
-			leaders[r.name] = r.term
-		case <-deadline:
-			t.Fatalf("%d of 3 leases of the dead holder were taken within 2s", len(leaders))
-		}
-	}
-	// The other candidate of each lease now waits for b itself (no watch),
-	// and the candidates of w still wait for a2.
-	assert.Eventually(t, func() bool { return sqlitelease.TestedHolders(b) == 1 }, time.Second, time.Millisecond)
-	cancel()
-	for range 2*len(owner) - len(leaders) {
-		r := <-results
-		require.ErrorIs(t, r.err, context.Canceled)
-	}
-	for _, term := range leaders {
-		require.NoError(t, term.Resign(bg(t)))
-	}
-	assert.Equal(t, 0, sqlitelease.TestedHolders(b))
 }
 
 // TestLiveCloseClears: Close clears the liveness record of the leases its

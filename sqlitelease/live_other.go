@@ -28,10 +28,10 @@ func (sc *sidecar) othersLocked() bool { return true }
 func (sc *sidecar) close() error { return nil }
 
 // defaultWatchInterval is DefaultWatchInterval outside Linux, where only
-// the interval wakes the poller.
+// the interval wakes Notify.
 const defaultWatchInterval = 20 * time.Millisecond
 
-// fileEvents is empty: outside Linux the poller relies on its interval.
+// fileEvents is empty: outside Linux Notify relies on its interval.
 type fileEvents struct{}
 
 func (sc *sidecar) events() (*fileEvents, error) { return nil, nil }

@@ -17,46 +17,29 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-// openTimeout bounds how long Open waits for a file that other connections
-// keep locked while it migrates the schema.
 const openTimeout = 30 * time.Second
 
 // testHookSetUp, if set, runs in Open after the schema is set up.
 var testHookSetUp func()
 
-// ErrNetworkFS is returned by [Open] for a path on a network filesystem,
-// unless [AllowNetworkFS] is given.
+// ErrNetworkFS is returned by [Open] for a file on a network filesystem
+// (Linux: NFS, SMB/CIFS, FUSE, 9P, CephFS, AFS, Coda, the cluster
+// filesystems), unless [AllowNetworkFS] is given.
 var ErrNetworkFS = errors.New("network filesystems are refused: SQLite locking is unreliable there")
 
-// ErrNotWAL is returned by [Open] when SQLite cannot put the file in WAL
-// mode, which the store needs (typically because the filesystem offers no
-// shared memory, as network filesystems do not).
+// ErrNotWAL is returned by [Open] when SQLite cannot use WAL mode on the
+// file (typically for lack of shared memory on the filesystem).
 var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 
 // Open opens the lease store in the SQLite file at path, creating the file
-// (mode 0600) and the store's tables if needed; the directory must exist.
-// Opening a file that already holds them is fine, and so is opening one
-// file from several processes of one host at once, all through one
-// directory (see One file, one path in the package documentation).
-//
-// Open refuses, with an error that names the path and the cause: a missing
-// or unwritable directory or file, a path longer than SQLite's limit (504
-// bytes, with symbolic links resolved), symbolic links that resolve to
-// another file than the path names (/proc/PID/root), a file reachable
-// through a second path ([ErrSecondPath]), a file that is not an SQLite
-// database or is corrupt, a file left empty or missing next to its
-// write-ahead log (truncated or deleted while a process had it open), a file
-// on a network filesystem (see [AllowNetworkFS]), a file that cannot use WAL
-// mode ([ErrNotWAL]), a file whose store schema is newer than this package
-// ([ErrSchemaTooNew]), a file whose lease table was dropped, a file replaced
-// every time while Open opened it, and on Linux a <path>-live file that is
-// not a regular file, neither empty nor 8 bytes holding a token high-water
-// mark, or that cannot be locked (see Process death and Tokens in the
-// package documentation).
-//
-// Every connection runs with journal_mode=WAL, synchronous=NORMAL, the busy
-// timeout of [WithBusyTimeout], and BEGIN IMMEDIATE transactions. Open logs
-// the absolute path of the file at Info level to [slog.Default].
+// (mode 0600) and its tables if needed; the directory must exist. It
+// refuses, with an error naming the path and the cause, a file it cannot
+// use safely: unwritable, too long a path, not SQLite or corrupt, emptied
+// next to its write-ahead log, on a network filesystem ([ErrNetworkFS]),
+// reachable through a second path ([ErrSecondPath]), without WAL
+// ([ErrNotWAL]), with a newer schema ([ErrSchemaTooNew]) or a dropped
+// lease table, and on Linux a <path>-live file that is not its own. Open
+// logs the file's absolute path at Info level to [slog.Default].
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -93,7 +76,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s.watch.live = s.live
 	if err := s.seedMark(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlitelease: open %q: %w", path, err)
@@ -109,20 +91,15 @@ func Open(path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// openAttempts is how many times Open opens a file that the path stops
-// naming meanwhile before it gives up.
 const openAttempts = 3
 
 // errReplaced says that the path named another file once SQLite had opened
-// it; openFile has closed what it opened.
+// it (openFile closed what it opened); Open tries openAttempts times.
 var errReplaced = errors.New("the file was replaced while it was opened")
 
-// openFile opens the file at path and sets it up (see setUp). The file is
-// recorded before SQLite opens it, and checked again after: were it
-// replaced in between, the connections could hold the old file while the
-// checks of every lease write compare the path with the new one, and the
-// Store would lead alone on a file nobody else sees. Then it returns
-// errReplaced.
+// openFile opens the file at path and sets it up, checking after that the
+// path still names the file it recorded before: connections on a file
+// replaced meanwhile would lead alone on a file nobody else sees.
 func openFile(path string, cfg config) (*Store, int, error) {
 	abs, real, hold, err := preparePath(path, cfg)
 	if err != nil {
@@ -136,8 +113,6 @@ func openFile(path string, cfg config) (*Store, int, error) {
 	s := &Store{path: path, abs: abs, real: real, opened: time.Now(), cfg: cfg, leaseSem: make(chan struct{}, 1)}
 	s.db.Store(db)
 	s.hold.Store(hold)
-	s.worker.renewAll = s.renewAll
-	s.watch.init(db, cfg.watchInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	file, err := os.Stat(abs)
@@ -170,8 +145,6 @@ func openFile(path string, cfg config) (*Store, int, error) {
 	return s, from, nil
 }
 
-// dsn returns the data source name of the file at the absolute path real.
-// modernc.org/sqlite runs each _pragma on every new connection.
 func dsn(real string, cfg config) string {
 	return real + "?_pragma=busy_timeout(" + fmt.Sprint(busyMillis(cfg.busyTimeout)) + ")" +
 		"&_pragma=journal_mode(WAL)" +
@@ -179,10 +152,9 @@ func dsn(real string, cfg config) string {
 		"&_txlock=immediate"
 }
 
-// preparePath checks path and holds the file (see holdFile), creating it
-// with mode 0600 if it does not exist. It returns the absolute path, and
-// the path with every symbolic link resolved, where SQLite keeps the -wal
-// and -shm files: every check that looks next to the file looks there.
+// preparePath checks path and holds the file, and returns the absolute path
+// and the one with its symbolic links resolved, where SQLite and the side
+// files are.
 func preparePath(path string, cfg config) (abs, real string, hold *fileHold, err error) {
 	if path == "" {
 		return "", "", nil, errors.New("sqlitelease: the database path is empty")
@@ -227,14 +199,9 @@ func preparePath(path string, cfg config) (abs, real string, hold *fileHold, err
 	return abs, real, hold, nil
 }
 
-// checkWAL refuses a database file that is missing or empty next to a
-// write-ahead log that is not. SQLite writes a file's first page before it
-// ever creates its WAL, so that is a file truncated or deleted while a
-// process still had it open, or the stale WAL of a deleted file; SQLite
-// would wait for that process's locks until Open gave up as busy, or start
-// a new file next to a WAL that is not its own. The WAL is looked at
-// first: a WAL that another Open is creating at this moment has a database
-// page before it.
+// checkWAL refuses a database file missing or empty next to a write-ahead
+// log that is not: a file truncated or deleted while a process had it open.
+// The WAL is looked at first: one being created has a database page before it.
 func checkWAL(path, real string) error {
 	wal, err := os.Stat(real + "-wal")
 	if err != nil || wal.Size() == 0 {
@@ -253,11 +220,9 @@ func checkWAL(path, real string) error {
 		path, real+"-wal", wal.Size())
 }
 
-// setUp checks the file's journal mode, migrates its schema and prepares the
-// lease connection, and returns the schema version it found. Processes that
-// create one new file at the same moment can find it locked in ways SQLite's
-// busy handler does not wait for (while another connection switches it to
-// WAL), so the whole set-up is retried.
+// setUp checks the journal mode, migrates the schema and prepares the lease
+// connection, retried whole: processes that create one file at once can
+// find it locked in ways SQLite's busy handler does not wait for.
 func (s *Store) setUp(ctx context.Context) (from int, err error) {
 	err = retryBusy(ctx, func() (err error) {
 		s.lc, from, err = trySetUp(ctx, s.DB())
@@ -292,7 +257,7 @@ func trySetUp(ctx context.Context, db *sql.DB) (_ *leaseConn, from int, err erro
 	return lc, from, nil
 }
 
-// openError names the path and, for SQLite's own errors, the cause in words.
+// openError names the path and, for SQLite's own errors, the cause.
 func openError(path string, err error) error {
 	var cause string
 	switch sqliteCode(err) {

@@ -113,13 +113,10 @@ func TestClosedStore(t *testing.T) {
 	assert.ErrorIs(t, err, sqlitelease.ErrClosed)
 	err = s.FencedLease(bg(t), l, func(context.Context, *sql.Tx) error { return nil })
 	assert.ErrorIs(t, err, sqlitelease.ErrClosed)
-	ch, stop := s.WatchRelease("job")
-	stop()
-	select {
-	case <-ch:
-		t.Fatal("a watcher of a closed store was woken")
-	default:
-	}
+	_, err = s.GetMany(bg(t), []string{"job"})
+	assert.ErrorIs(t, err, sqlitelease.ErrClosed)
+	_, err = s.RenewMany(bg(t), []elector.Lease{l})
+	assert.ErrorIs(t, err, sqlitelease.ErrClosed)
 }
 
 func TestOpenBadOptions(t *testing.T) {

@@ -12,29 +12,20 @@ import (
 	"syscall"
 )
 
-// ErrSecondPath is returned by [Open], and by the writes of a [Store], for
-// a database file that has a second name (a hard link) or that another
-// Store has open through another directory (a bind mount of the file
-// alone): SQLite keeps a write-ahead log next to each path, so the two
-// would be two databases in one file. The error of a Renew or a fenced
-// write also matches [elector.ErrLeaseLost].
+// ErrSecondPath is returned by [Open], and by the writes of a [Store], for a
+// database file with a second name (a hard link) or that another Store has
+// open through another directory (a bind mount of the file alone); a Renew's
+// or fenced write's error also matches [elector.ErrLeaseLost].
 var ErrSecondPath = errors.New("the database file is reachable through a second path; " +
 	"mount or share the directory that holds it, not the file, and give it one name")
 
-// maxPath is the longest path SQLite opens a database at: its maximum path
-// (MAX_PATHNAME in os_unix.c, 512 bytes) less the "-journal" suffix, which
-// it checks room for when it opens the file.
+// maxPath is SQLite's longest database path: MAX_PATHNAME less "-journal".
 const maxPath = 512 - len("-journal")
 
-// maxSymlinks is how many symbolic links resolvePath follows, as Linux does.
 const maxSymlinks = 40
 
-// absPath returns path as an absolute path that names the file the kernel
-// finds at path: a relative path is joined to the kernel's working
-// directory (getcwd(2), not the $PWD that os.Getwd prefers, which may reach
-// it through a symbolic link, under which ".." is another directory), and a
-// path with a ".." in it is not cleaned (filepath.Clean takes "link/.." for
-// "."). So every process given one path in one directory opens one file.
+// absPath makes path absolute from the kernel's working directory (getcwd,
+// not $PWD), without cleaning a ".." ("link/.." is not ".").
 func absPath(path string) (string, error) {
 	if runtime.GOOS == "windows" {
 		return filepath.Abs(path) // Windows itself takes ".." by the letters
@@ -52,12 +43,8 @@ func absPath(path string) (string, error) {
 	return filepath.Clean(path), nil
 }
 
-// resolvePath returns abs (from absPath) with every symbolic link resolved,
-// the last one included even if it dangles, and each ".." taken after the
-// links before it, as the kernel takes it: the path at which SQLite keeps
-// the file's -wal and -shm files, and at which Open creates the file. It
-// refuses, for Open(path), a directory on the way that does not exist or
-// is not one.
+// resolvePath resolves every symbolic link of abs as the kernel does, the
+// last one even if it dangles: where SQLite keeps the side files.
 func resolvePath(path, abs string) (string, error) {
 	for range maxSymlinks {
 		dir, base := filepath.Split(abs) // not filepath.Dir, which cleans
@@ -88,10 +75,8 @@ func resolvePath(path, abs string) (string, error) {
 	return "", fmt.Errorf("sqlitelease: open %q: more than %d symbolic links: %w", path, maxSymlinks, syscall.ELOOP)
 }
 
-// checkResolved refuses, for Open(path), a resolution real of abs that the
-// kernel does not share: where abs names a file, real must name it too. A
-// link that names no path in this process's view (/proc/PID/root into
-// another mount namespace) resolves to another file.
+// checkResolved refuses a resolution real that does not name the file abs
+// names (a link into another mount namespace, such as /proc/PID/root).
 func checkResolved(path, abs, real string) error {
 	want, err := os.Stat(abs)
 	if err != nil {
@@ -104,8 +89,6 @@ func checkResolved(path, abs, real string) error {
 		"(a link such as /proc/PID/root leads into another process's view of the files): open the file by its own path", path, real)
 }
 
-// checkDir refuses, for Open(path), a directory dir that does not exist or
-// is not one.
 func checkDir(path, dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
@@ -121,8 +104,6 @@ func checkDir(path, dir string) error {
 	return nil
 }
 
-// checkLength refuses, for Open(path), a file whose path real (with its
-// symbolic links resolved) is too long for SQLite.
 func checkLength(path, real string) error {
 	if len(real) <= maxPath {
 		return nil
@@ -136,14 +117,11 @@ func checkLength(path, real string) error {
 		path, resolved, len(real), maxPath)
 }
 
-// linksError is the error for a database file at real with n names.
 func linksError(real string, n uint64) error {
 	return fmt.Errorf("the file has %d names (hard links; find them with find / -xdev -samefile %q), "+
 		"and SQLite keeps a write-ahead log next to each: %w", n, real, ErrSecondPath)
 }
 
-// createError names the path and the cause of an error opening or creating
-// the database file.
 func createError(path string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrPermission):

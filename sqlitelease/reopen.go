@@ -10,42 +10,26 @@ import (
 	"os"
 	"time"
 
+	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
-// A Store follows its path to a file that replaced its own (a restore:
-// `mv restored.db app.db`), in reopen. Two things keep that safe:
-//
-//   - Every term the Store issued on the old file ends: ended is the largest
-//     token it had issued, and Renew, Release and fenced writes refuse the
-//     terms up to it. Terms issued on the new file have larger tokens (see
-//     Tokens in the package documentation).
-//   - No Store takes a lease of the restored file at once, since a job of a
-//     term on the old file may still run: the rows of the restored file are
-//     marked held by their last holder, without a liveness record, so that
-//     candidates wait the elapsed-time rule for each (restoreSQL). The
-//     Store that reopens marks them; so does, on Linux, the first acquire
-//     of any Store that finds the file's high-water mark below the mark in
-//     <db>-live while other Stores run (a Store opened after the restore,
-//     which never saw the old file): tokens were issued that the file does
-//     not know of. A lease that the restored file has no row of gets such a
-//     row at its first acquire (placeholderSQL), once the file has been
-//     marked (restoredKey).
-//
-// SQLite pairs a database with the -wal and -shm files at its path: the old
-// file's are the wrong ones for the restored file, so reopen refuses to
-// open the new file while they are still there (see sideFilesGone). (The
-// last connection to close the old file leaves the -wal at the path, the
-// new file's by then, alone: SQLite sees that its file moved.)
+// A restore (`mv restored.db app.db`) is safe because every term the Store
+// issued on the old file ends (ended: Renew, Release and fenced writes
+// refuse tokens up to it), and no Store takes a lease of the restored file
+// at once: its rows are marked held without liveness record (restoreSQL),
+// by the Store that reopens and, on Linux, by the first acquire of any
+// Store that finds the file's mark below the mark in <db>-live while other
+// Stores run; a lease without a row gets a placeholder (placeholderSQL).
+// reopen refuses the new file while the old one's -wal and -shm are there.
 
 // restoredKey is the key in leaderaware_meta of the high-water mark that a
 // replaced file's rows were marked held at (see restoreSQL).
 const restoredKey = "restored_below"
 
 // restoreSQL marks every lease row of a restored file held by its last
-// holder, with no liveness record and a TTL of at least ?1 ms; ?2 is
-// written_at, which floors the new version as every write's is. restoredSQL then raises the high-water mark to ?1 and records
-// it as restoredKey.
+// holder, without liveness record, with a TTL of at least ?1 ms (?2 is
+// written_at); restoredSQL raises the high-water mark to ?1 and records it.
 const (
 	restoreSQL = `UPDATE ` + leaseTable + ` SET released = 0, version = max(version + 1, ?2 * 1000), ttl_ms = max(ttl_ms, ?1),
 	written_at = ?2, live_file = NULL, live_offset = NULL, live_version = NULL`
@@ -53,25 +37,22 @@ const (
 ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`
 )
 
-// placeholderSQL gives the lease ?1 of a restored file a row held by nobody
-// known, with the token recorded at the restore, if it has none: a term of
-// it on the old file may still run. ?2 is the TTL in ms, ?3 written_at.
+// placeholderSQL gives the lease ?1 of a restored file that has no row one
+// held by nobody known, with the token of the restore: a term of it on the
+// old file may still run. ?2 is the TTL in ms, ?3 written_at.
 const placeholderSQL = `INSERT INTO ` + leaseTable + ` (name, holder, token, version, ttl_ms, released, written_at)
 SELECT ?1, '(restored file)', value, max(1, ?3 * 1000), ?2, 0, ?3 FROM ` + metaTable + ` WHERE key = '` + restoredKey + `' AND value > 0
 ON CONFLICT (name) DO NOTHING`
 
-// longestTTLSQL reads the longest TTL of the file's leases, in ms (1 if it
-// has none).
+// longestTTLSQL reads the longest TTL of the file's leases, in ms.
 const longestTTLSQL = `SELECT coalesce(max(ttl_ms), 1) FROM ` + leaseTable
 
-// fileHighSQL reads the file's token high-water mark.
 const fileHighSQL = `SELECT coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0)`
 
-// restoreFile marks the rows of the file on lc held (restoreSQL) if its
-// high-water mark is below floor and others reports that another Store may
-// run a term of the old file, and gives the lease name, if not "", a
-// placeholder row. It reports whether it wrote anything. The caller holds
-// the write lock.
+// restoreFile marks the rows of the file on lc held if its mark is below
+// floor and others says that another Store may run a term of the old file,
+// and gives name, if not "", a placeholder row; it reports whether it wrote.
+// The caller holds the write lock.
 func restoreFile(ctx context.Context, lc *leaseConn, floor int64, others func() bool, name string, ttlMs int64) (bool, error) {
 	now := clock.Wall().UnixMilli()
 	var high int64
@@ -100,11 +81,9 @@ func restoreFile(ctx context.Context, lc *leaseConn, floor int64, others func() 
 	return marked || n > 0, err
 }
 
-// reopen opens the path again after check found that it names another file
-// (changed is that finding), ending the Store's terms on the old file and
-// marking the new file's leases held (see above). It returns changed, with
-// the reason, if the path names no file, an empty one, or one it cannot
-// open yet.
+// reopen opens the path again after check found another file there
+// (changed), ending the Store's terms on the old file and marking the new
+// file's leases held; it returns changed while the path names no usable file.
 func (s *Store) reopen(ctx context.Context, changed error) error {
 	fi, err := os.Stat(s.abs)
 	if err != nil || fi.Size() == 0 || os.SameFile(fi, s.fileInfo()) {
@@ -117,8 +96,7 @@ func (s *Store) reopen(ctx context.Context, changed error) error {
 	if err := s.sideFilesGone(); err != nil {
 		return fmt.Errorf("%w; %w", changed, err)
 	}
-	// The old file's mark (on Linux the mark in <db>-live too), and its
-	// longest TTL: a term on it may run that long.
+	// The old file's mark and longest TTL: a term on it may run that long.
 	var floor, ttlMs int64 = 0, 1
 	if s.lc != nil {
 		_ = s.lc.conn.QueryRowContext(ctx, fileMarkSQL).Scan(&floor)
@@ -150,22 +128,20 @@ func (s *Store) reopen(ctx context.Context, changed error) error {
 	s.file.Store(&fi)
 	s.sides = sideFiles(s.real)
 	s.fileOK.Store(0)
-	s.watch.setDB(db)
+	s.notify.push(elector.Change{}) // its leases are marked held
 	slog.Warn("sqlitelease: the database file was replaced; the store ended its terms on the old file and opened the new one",
 		"path", s.abs, "ended_up_to_token", s.ended.Load())
 	return nil
 }
 
-// leftFile is a database file that the Store left for the one that
-// replaced it: its pool, and the Store's hold on it.
+// leftFile is a file the Store left for the one that replaced it.
 type leftFile struct {
 	db   *sql.DB
 	hold *fileHold
 }
 
-// setUpOn sets up the file that db opens, which must be fi (held by hold),
-// and marks its leases held, with a TTL of at least ttlMs, unless its
-// high-water mark reaches floor.
+// setUpOn sets up the file fi that db opens and marks its leases held, with a
+// TTL of at least ttlMs, unless its mark reaches floor.
 func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.FileInfo, floor, ttlMs int64) (*leaseConn, error) {
 	var lc *leaseConn
 	err := retryBusy(ctx, func() (err error) {
@@ -193,9 +169,8 @@ func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.F
 	return lc, nil
 }
 
-// errTermEnded is the error of an operation on a term that the Store issued
-// on a file it has since left for the file that replaced it. It matches
-// ErrFileChanged, without its advice: the Store went on already.
+// errTermEnded is the error of a term the Store issued on a file it has since
+// left for a restored one; it matches ErrFileChanged.
 var errTermEnded error = termEndedError{}
 
 type termEndedError struct{}
@@ -206,12 +181,9 @@ func (termEndedError) Error() string {
 
 func (termEndedError) Is(target error) bool { return target == ErrFileChanged }
 
-// endedTerm reports whether the term with token ended when the Store
-// reopened its path.
 func (s *Store) endedTerm(token uint64) bool { return sqlInt(token) <= s.ended.Load() }
 
-// sideFiles records the -wal and -shm files at the path, which SQLite pairs
-// with the file the Store opened.
+// sideFiles records the -wal and -shm files that SQLite pairs with the file.
 func sideFiles(abs string) [2]os.FileInfo {
 	var fis [2]os.FileInfo
 	for i, suffix := range []string{"-wal", "-shm"} {
@@ -220,9 +192,8 @@ func sideFiles(abs string) [2]os.FileInfo {
 	return fis
 }
 
-// sideFilesGone returns an error while the -wal or -shm file of the old file
-// is still at the path: SQLite would read the old file's log into the new
-// one.
+// sideFilesGone returns an error while the old file's -wal or -shm is still
+// at the path: SQLite would read the old log into the new file.
 func (s *Store) sideFilesGone() error {
 	now := sideFiles(s.real)
 	for i, old := range s.sides {
@@ -234,13 +205,11 @@ func (s *Store) sideFilesGone() error {
 	return nil
 }
 
-// healthTimeout bounds how long Healthy waits for the lease connection.
 const healthTimeout = 5 * time.Second
 
 // Healthy is a health check in the shape of controller-runtime's
-// healthz.Checker (the request may be nil): an error, matching
-// [ErrFileChanged] or [ErrSecondPath], while the Store cannot work on a
-// database file at its path (see there), nil otherwise, and after Close.
+// healthz.Checker (r may be nil): an error matching [ErrFileChanged] or
+// [ErrSecondPath] while the Store cannot work on a file at its path.
 func (s *Store) Healthy(r *http.Request) error {
 	if s.isClosed.Load() {
 		return nil
@@ -255,9 +224,7 @@ func (s *Store) Healthy(r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	// A lease operation that does nothing: it checks the file again, and
-	// follows the path to a new one.
-	// Until it has, the Store cannot work (its operations may be busy).
+	// A lease operation that does nothing follows the path to a new file.
 	err := s.withLease(ctx, func(*leaseConn) error { return nil })
 	switch {
 	case errors.Is(err, ErrFileChanged):

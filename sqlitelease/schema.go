@@ -10,12 +10,10 @@ import (
 	"github.com/leaderaware/leaderaware/internal/sqlitesql"
 )
 
-// SchemaVersion is the version of the tables this package keeps in the file.
-// Open migrates older files to it and refuses newer ones.
+// SchemaVersion is the version of the store's tables; Open migrates older
+// files and refuses newer ones.
 const SchemaVersion = 4
 
-// The store's tables (see package sqlitesql, which holds the lease
-// statements on them).
 const (
 	metaTable    = sqlitesql.MetaTable
 	leaseTable   = sqlitesql.LeaseTable
@@ -23,9 +21,8 @@ const (
 	releasesKey  = sqlitesql.ReleasesKey
 )
 
-// migrations[i] brings the schema from version i to version i+1. Its
-// statements run in order inside migrate's transaction; :now is the wall
-// clock in Unix milliseconds.
+// migrations[i] brings the schema from version i to i+1, in migrate's
+// transaction; :now is the wall clock in Unix ms.
 var migrations = [][]string{
 	// Version 1: one row per lease name, never deleted, so that tokens never
 	// reset. Times are Unix milliseconds by the clock of the Go process.
@@ -37,12 +34,8 @@ var migrations = [][]string{
 		acquired_at INTEGER NOT NULL
 	) STRICT, WITHOUT ROWID`},
 
-	// Version 2: elapsed-time leases. The store keeps no expiry: a row
-	// holds the holder's TTL, a version bumped by every write and a
-	// released flag. A v1 row whose expiry had passed becomes released; a
-	// live one keeps the time it had left as its TTL, so a candidate that
-	// starts watching it now waits past the moment its v1 holder (whose
-	// statements no longer work on this table) stopped trusting it.
+	// Version 2: elapsed-time leases. A live v1 row keeps the time it had
+	// left as its TTL, so that candidates wait out its v1 holder.
 	{
 		`CREATE TABLE leaderaware_lease_v2 (
 			name       TEXT    NOT NULL PRIMARY KEY,
@@ -61,9 +54,6 @@ var migrations = [][]string{
 		FROM ` + leaseTable,
 		`DROP TABLE ` + leaseTable,
 		`ALTER TABLE leaderaware_lease_v2 RENAME TO ` + leaseTable,
-		// The high-water mark survives the deletion of lease rows; tokens
-		// also floor at the clock (see sqlitesql.Acquire), which covers a lost
-		// file or a rolled-back commit.
 		`INSERT INTO ` + metaTable + ` (key, value)
 		SELECT '` + highWaterKey + `', coalesce(max(token), 0) FROM ` + leaseTable + ` WHERE true
 		ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`,
@@ -77,27 +67,17 @@ var migrations = [][]string{
 		END`,
 	},
 
-	// Version 3: the holder's liveness lock (see live.go). live_file names
-	// the sidecar file the holder's Store locked ("dev:ino"), live_offset
-	// the byte it locks, and live_version the version of the row they were
-	// written with: they describe the holder only while the row still has
-	// that version, so a write by a version-2 process, which keeps running
-	// on the migrated table and leaves these columns alone, makes them
-	// stale. Existing rows get NULL: unknown, the elapsed-time rule alone.
+	// Version 3: the holder's liveness lock (file "dev:ino" and byte), valid
+	// while the row keeps live_version (a v2 writer leaves them stale).
 	{
 		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_file TEXT`,
 		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_offset INTEGER CHECK (live_offset > 0)`,
 		`ALTER TABLE ` + leaseTable + ` ADD COLUMN live_version INTEGER`,
 	},
 
-	// Version 4: a count of the terms that ended, released or deleted, kept
-	// by triggers next to the high-water mark, which grows with every new
-	// term. A watching Store reads both, one point read, to tell a new term
-	// or a release by another process (which candidates must see at once)
-	// from a renewal (which they may see at their next regular read). It
-	// costs a release one more page write. Each term is released once
-	// (Release matches NOT released), and no other statement sets released
-	// to 1; a deleted row that was not released ends its term too.
+	// Version 4: the count of terms that ended (released, or their row
+	// deleted), which Notify reads with the high-water mark to tell new
+	// terms and releases from renewals.
 	{
 		`INSERT INTO ` + metaTable + ` (key, value) VALUES ('` + releasesKey + `', 0) ON CONFLICT (key) DO NOTHING`,
 		`CREATE TRIGGER leaderaware_lease_release AFTER UPDATE OF released ON ` + leaseTable + `
@@ -113,15 +93,13 @@ var migrations = [][]string{
 	},
 }
 
-// ErrSchemaTooNew is returned by [Open] for a file whose lease tables were
-// written by a newer version of this package.
+// ErrSchemaTooNew is returned by [Open] for a file whose lease tables a newer
+// version of this package wrote.
 var ErrSchemaTooNew = errors.New("the lease schema is newer than this version of sqlitelease supports")
 
-// migrate brings the schema of the file on c to [SchemaVersion] in one
-// IMMEDIATE transaction, so that concurrent Opens of one file migrate it
-// once, and returns the version it found. The version lives in a table of
-// its own rather than PRAGMA user_version, which belongs to the jobs that
-// share the file.
+// migrate brings the schema on c to [SchemaVersion] in one IMMEDIATE
+// transaction, so that concurrent Opens migrate once, and returns the
+// version it found.
 func migrate(ctx context.Context, c *sql.Conn) (from int, err error) {
 	err = retryBusy(ctx, func() error {
 		tx, err := c.BeginTx(ctx, nil)

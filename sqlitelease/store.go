@@ -21,13 +21,9 @@ import (
 // ErrClosed is returned by the methods of a [Store] after [Store.Close].
 var ErrClosed = errors.New("sqlitelease: store is closed")
 
-// Store is an [elector.Store] on one SQLite file, for candidates on one host.
-// It also implements [elector.LeaseWatcher] and [elector.ReleaseWatcher],
-// and offers fenced writes to the jobs that keep their data in the same
-// file ([Store.Fenced]).
-//
-// A Store is safe for concurrent use. Open one Store per file per process
-// and share it; Close it when the program is done with it.
+// Store is an [elector.Store] on one SQLite file, for candidates on one host,
+// with fenced writes for the jobs that keep their data in the file. Open one
+// Store per file per process, share it, and Close it when done.
 type Store struct {
 	path  string                      // as given to Open, for error messages
 	abs   string                      // the absolute path
@@ -57,9 +53,8 @@ type Store struct {
 	leaseSem chan struct{}
 	lc       *leaseConn // nil after Close, or after the connection broke
 	closed   bool
-	worker   leaseWorker // the goroutine that runs them (see worker.go)
 
-	watch watchState
+	notify notifier
 
 	isClosed  atomic.Bool // set when Close starts
 	closeOnce sync.Once
@@ -68,33 +63,26 @@ type Store struct {
 
 // Compile-time checks of the interfaces a Store promises.
 var (
-	_ elector.Store          = (*Store)(nil)
-	_ elector.ReleaseWatcher = (*Store)(nil)
-	_ elector.LeaseWatcher   = (*Store)(nil)
+	_ elector.Store        = (*Store)(nil)
+	_ elector.BulkReader   = (*Store)(nil)
+	_ elector.Notifier     = (*Store)(nil)
+	_ elector.BatchRenewer = (*Store)(nil)
 )
 
 // ErrFileChanged is returned by the operations of a [Store] whose database
-// file was deleted, replaced by another file, or truncated to nothing since
-// [Open]: a Store never works on a file that other processes no longer see.
-// Every write (TryAcquire of a lease it may take, Renew, Release, a fenced
-// write) checks the file first; reads (Get, TryAcquire of a lease another
-// holder keeps) see the change within 100 ms. The terms on the old file
-// end: their Renew's error also matches [elector.ErrLeaseLost]. When
-// another file is at the path (a restore), the Store opens it and goes on,
-// with the leases of the restored file taken over only by the elapsed-time
-// rule; until then (no file, an empty one, or the old file's -wal and -shm
-// still next to the new one) its operations and [Store.Healthy] return this
-// error.
+// file was deleted, replaced or emptied since [Open]; the terms on the old
+// file end (a Renew's error also matches [elector.ErrLeaseLost]). Writes
+// check the file first, reads within 100 ms. When another file is moved over
+// it (a restore: move it in and remove the old -wal and -shm in the same
+// step), the Store opens it and goes on, its leases taken over one TTL later;
+// until then operations and [Store.Healthy] return this error.
 var ErrFileChanged = errors.New("the database file was deleted, replaced or truncated since Open; close the store and open the path again")
 
-// leaseConn is the one connection that carries lease traffic, with its
-// prepared statements (those of package sqlitesql, which the benchmarks run
-// bare). It is taken out of the pool for the store's lifetime,
-// so renewals never wait in Go's pool behind job work.
+// leaseConn is the connection of the lease operations, out of the pool so
+// that renewals never queue behind job work, with its prepared statements.
 type leaseConn struct {
 	conn                                  *sql.Conn
-	acquire, get, getLive, renew, release *sql.Stmt
-	renewBatch                            *sql.Stmt
+	acquire, getMany, renewBatch, release *sql.Stmt
 	begin, commit, rollback               *sql.Stmt // of the transaction of Store.issue
 }
 
@@ -117,8 +105,8 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 		stmt **sql.Stmt
 		sql  string
 	}{
-		{&lc.acquire, sqlitesql.Acquire}, {&lc.get, sqlitesql.Get}, {&lc.getLive, sqlitesql.GetLive},
-		{&lc.renew, sqlitesql.Renew}, {&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
+		{&lc.acquire, sqlitesql.Acquire}, {&lc.getMany, getManySQL},
+		{&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
 		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
 	} {
 		err := retryBusy(ctx, func() (err error) {
@@ -134,7 +122,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.get, lc.getLive, lc.renew, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.getMany, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -143,11 +131,8 @@ func (lc *leaseConn) close() error {
 	return errors.Join(errs...)
 }
 
-// writeTx runs fn in an IMMEDIATE transaction on the lease connection, which
-// commits if fn returns nil and rolls back otherwise. BEGIN waits for the
-// database's write lock (a busy error if it stays locked); COMMIT and
-// ROLLBACK, which wait for nothing, run even if ctx has ended, so that no
-// transaction is left open.
+// writeTx runs fn in an IMMEDIATE transaction on lc. COMMIT and ROLLBACK
+// run even if ctx has ended, so that no transaction is left open.
 func (lc *leaseConn) writeTx(ctx context.Context, fn func() error) error {
 	if _, err := lc.begin.ExecContext(ctx); err != nil {
 		switch {
@@ -175,20 +160,11 @@ func (lc *leaseConn) writeTx(ctx context.Context, fn func() error) error {
 	return nil
 }
 
-// issue runs acquire, the acquire statement, with the floor of the token it
-// issues, and returns its error. The floor is clockFloor, the wall clock in
-// microseconds. On Linux it is also one above the high-water mark in the
-// liveness file, which outlives the database file: the statement, the
-// read of the mark and its raise to the new token run in one transaction,
-// so the mark is raised before the token commits, and a failed raise rolls
-// the statement back. Tokens thus keep growing after the database file was
-// deleted (with its own mark) even if the clock was stepped back, as long
-// as the liveness file is kept.
-//
-// A file whose own mark is below that mark was restored or replaced (see
-// reopen.go): instead of the acquire, issue then marks its leases held if
-// other Stores run, or gives the lease name a row if it has none, commits
-// that, and returns sql.ErrNoRows, so that the caller reads the lease again.
+// issue runs acquire with the floor of the token it issues: the wall clock
+// in µs (clockFloor) and on Linux one above the mark in <db>-live, read and
+// raised in the statement's transaction. A file whose own mark is below that
+// mark was restored (see reopen.go): issue then marks its leases held, or
+// gives name a placeholder row, and returns sql.ErrNoRows, to read again.
 func (s *Store) issue(ctx context.Context, lc *leaseConn, name string, ttlMs, clockFloor int64, acquire func(floor int64) (token int64, err error)) error {
 	if s.live == nil {
 		_, err := acquire(clockFloor)
@@ -209,22 +185,17 @@ func (s *Store) issue(ctx context.Context, lc *leaseConn, name string, ttlMs, cl
 	return err
 }
 
-// withLease runs op on the lease connection, alone, and retries it while the
-// database is busy, until ctx ends. A connection that broke is replaced on
-// the next call. Before op it checks, once, that the path still names the
-// file Open opened: a Store never writes to a file that other processes no
-// longer see (nor to one truncated under it), and a new connection never
-// opens another file. A file that changes while op runs shows at the next
-// operation, as one that changes just after it does: a holder's next Renew
-// ends its term. It runs on the store's worker goroutine (see leaseWorker).
+// withLease runs op on the lease connection, alone, retrying while the
+// database is busy, after a check that the path still names the Store's file
+// (following it to a restored one); a broken connection is replaced.
 func (s *Store) withLease(ctx context.Context, op func(lc *leaseConn) error) error {
-	return s.worker.run(ctx, func() error { return s.onLeaseConn(ctx, s.checkFile, op) })
+	return s.onLeaseConn(ctx, s.checkFile, op)
 }
 
-// withLeaseRead is withLease for an op that only reads: a check of the file
-// that passed within readRecheck serves it (see checkFileRead).
+// withLeaseRead is withLease for a read, served by a check of the file that
+// passed within readRecheck.
 func (s *Store) withLeaseRead(ctx context.Context, op func(lc *leaseConn) error) error {
-	return s.worker.run(ctx, func() error { return s.onLeaseConn(ctx, s.checkFileRead, op) })
+	return s.onLeaseConn(ctx, s.checkFileRead, op)
 }
 
 func (s *Store) onLeaseConn(ctx context.Context, check func() error, op func(lc *leaseConn) error) error {
@@ -268,18 +239,12 @@ func (s *Store) onLeaseConn(ctx context.Context, check func() error, op func(lc 
 	return err
 }
 
-// readRecheck is how long a check of the file that passed also serves the
-// lease reads of a Store (Get, and the read of a held lease by TryAcquire):
-// the check is a stat, a fifth of a Get's time. A read sees a file replaced
-// under the Store at most this late; a write, never (see withLease). A
-// stale read is no danger: it can only make a candidate wait, and its next
-// write reports the change. Tests change it.
+// readRecheck is how long a passing check of the file serves reads: a stale
+// read can only make a candidate wait. Tests change it.
 var readRecheck = 100 * time.Millisecond
 
-// checkFile returns an error matching [ErrFileChanged] if the path no
-// longer names the file that Open opened, or that file is empty (SQLite
-// never leaves a database in WAL mode empty). It records when a check
-// passed, for checkFileRead.
+// checkFile returns an error matching [ErrFileChanged] if the path no longer
+// names the Store's file, or it is empty, and records when a check passed.
 func (s *Store) checkFile() error {
 	err := s.statFile()
 	if err != nil {
@@ -290,8 +255,6 @@ func (s *Store) checkFile() error {
 	return err
 }
 
-// checkFileRead is checkFile for a read: it returns nil at once if a check
-// passed within readRecheck.
 func (s *Store) checkFileRead() error {
 	if ok := s.fileOK.Load(); ok > 0 && time.Since(s.opened)-time.Duration(ok) < readRecheck {
 		return nil
@@ -321,18 +284,9 @@ func (s *Store) statFile() error {
 	return nil
 }
 
-// TryAcquire implements [elector.Store]. name and holder must be valid
-// ([elector.ValidateName], [elector.ValidateHolder]) and ttl within
-// [elector.ValidateTTL]. The store keeps ttl rounded up to whole
-// milliseconds, and never issues a token below the wall clock in
-// microseconds, nor on Linux below the largest token ever issued through
-// the file's liveness file, so that tokens keep growing even after the
-// file was deleted or restored from an older copy (see the package
-// documentation).
-//
-// On Linux, a lease held by another Store whose liveness lock is gone (its
-// process died, see the package documentation) is taken over at once, with
-// a compare-and-set on the version just read, whatever the caller observed.
+// TryAcquire implements [elector.Store], keeping ttl rounded up to whole
+// milliseconds. On Linux a lease of a holder whose liveness lock is gone is
+// taken over at once, with a compare-and-set on the version just read.
 func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	if err := checkArgs(name, ttl); err != nil {
 		return elector.Lease{}, err
@@ -343,13 +297,9 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 	ttlMs := millisUp(ttl)
 	liveFile, liveOffset := s.live.args()
 	var l elector.Lease
-	// A call that observed no term wins only a free lease or a dead
-	// holder's, so a plain read comes first: it answers the most frequent
-	// call, a waiting candidate's for a lease a live holder keeps, without
-	// the write lock, the token high-water mark and (within readRecheck)
-	// the check of the file. A call that observed a term expects to take
-	// it over, so the compare-and-set comes first. Either way the
-	// compare-and-set alone decides who wins; a read only tells who holds.
+	// A call that observed no term can win only a free lease or a dead
+	// holder's: a plain read comes first, without the write lock. Either
+	// way the compare-and-set alone decides who wins.
 	read := observed.Token == 0
 	with, checked := s.withLease, true
 	if read {
@@ -359,12 +309,14 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		try := observed
 		for {
 			if read {
-				cur, id, err := lc.current(ctx, name)
-				switch {
-				case errors.Is(err, sql.ErrNoRows):
-					// Free.
-				case err != nil:
+				got, ids, err := lc.leases(ctx, []string{name})
+				if err != nil {
 					return err
+				}
+				cur, id := got[0], ids[0]
+				switch {
+				case cur.Token == 0:
+					// Free.
 				case cur.Token == try.Token && cur.Version == try.Version:
 					// Still the observed term.
 				case s.live.gone(id):
@@ -384,6 +336,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				checked = true
 			}
 			wall := clock.Wall()
+			s.markRecorded()
 			var token, version int64
 			err := s.issue(ctx, lc, name, ttlMs, wall.UnixMicro(), func(floor int64) (int64, error) {
 				rows, err := lc.acquire.QueryContext(ctx, name, holder, ttlMs, sqlInt(try.Token), sqlInt(try.Version),
@@ -391,9 +344,8 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				err = scanOne(rows, err, &token, &version)
 				return token, err
 			})
-			s.noteRecorded(err)
 			if err == nil {
-				s.issued.Store(max(s.issued.Load(), token)) // on the worker goroutine alone
+				s.issued.Store(max(s.issued.Load(), token)) // under leaseSem
 				l = elector.Lease{Name: name, Holder: holder, Token: uint64(token), Version: uint64(version),
 					TTL: fromMillis(ttlMs), Written: time.UnixMilli(wall.UnixMilli())}
 				return nil
@@ -420,42 +372,18 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
 	s.live.touch() // a term began: wake the other Stores' watchers
+	s.notify.push(elector.Change{Name: name})
 	return l, nil
 }
 
-// errRecheck makes TryAcquire run again after the file changed under a read.
 var errRecheck = errors.New("the file changed since it was checked")
 
-// noteRecorded notes the result of an acquire or renew statement: unless it
-// matched no row, it may have recorded this Store's liveness in a row.
-func (s *Store) noteRecorded(err error) {
-	if s.live != nil && !errors.Is(err, sql.ErrNoRows) {
+// markRecorded notes, before an acquire or renew statement, that it may
+// record this Store's liveness in a row: Close has rows to clear after that.
+func (s *Store) markRecorded() {
+	if s.live != nil {
 		s.recorded.Store(true)
 	}
-}
-
-// current reads the current, unreleased term of name and its holder's
-// liveness record, or returns sql.ErrNoRows.
-func (lc *leaseConn) current(ctx context.Context, name string) (elector.Lease, holderID, error) {
-	var liveFile sql.NullString
-	var liveOffset sql.NullInt64
-	l, err := scanLease(lc.getLive.QueryRowContext(ctx, name), name, &liveFile, &liveOffset)
-	if err != nil {
-		return elector.Lease{}, holderID{}, err
-	}
-	return l, scanLive(liveFile, liveOffset), nil
-}
-
-// scanLease scans a row of sqlitesql.Get, or of GetLive with the last
-// columns into more, into the lease name.
-func scanLease(row *sql.Row, name string, more ...any) (elector.Lease, error) {
-	var token, version, ttlMs, written int64
-	l := elector.Lease{Name: name}
-	if err := row.Scan(append([]any{&l.Holder, &token, &version, &ttlMs, &written}, more...)...); err != nil {
-		return elector.Lease{}, err
-	}
-	l.Token, l.Version, l.TTL, l.Written = uint64(token), uint64(version), fromMillis(ttlMs), time.UnixMilli(written)
-	return l, nil
 }
 
 // Renew implements [elector.Store]. Like TryAcquire, it keeps ttl rounded up
@@ -463,129 +391,84 @@ func scanLease(row *sql.Row, name string, more ...any) (elector.Lease, error) {
 // longer the current term, and also if the file changed under the store
 // ([ErrFileChanged]).
 func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
-	if err := checkArgs(l.Name, ttl); err != nil {
-		return elector.Lease{}, err
-	}
-	if err := elector.ValidateHolder(l.Holder); err != nil {
-		return elector.Lease{}, err
-	}
-	ttlMs := millisUp(ttl)
-	res := s.worker.renew(&renewReq{ctx: ctx, l: l, ttlMs: ttlMs})
-	switch err := res.err; {
-	case errors.Is(err, sql.ErrNoRows):
-		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
+	l.TTL = ttl
+	got, err := s.RenewMany(ctx, []elector.Lease{l})
+	switch {
 	case errors.Is(err, ErrFileChanged), errors.Is(err, ErrSecondPath):
-		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d in %q: %w: %w", l.Name, l.Token, s.path, err, elector.ErrLeaseLost)
+		return elector.Lease{}, fmt.Errorf("%w: %w", err, elector.ErrLeaseLost)
 	case err != nil:
-		return elector.Lease{}, s.opError("renew", l.Name, err)
+		return elector.Lease{}, err
+	case got[0].Token != 0:
+		return got[0], nil
+	case s.endedTerm(l.Token):
+		return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d in %q: %w: %w", l.Name, l.Token, s.path, errTermEnded, elector.ErrLeaseLost)
 	}
-	l.Version, l.TTL, l.Written = uint64(res.version), fromMillis(ttlMs), time.UnixMilli(res.written)
-	return l, nil
+	return elector.Lease{}, fmt.Errorf("sqlitelease: renew lease %q token %d of %q: %w", l.Name, l.Token, l.Holder, elector.ErrLeaseLost)
 }
 
-// renewAll runs a batch of renewals on the worker goroutine and sends each
-// its result. Those whose caller gave up are skipped; a second renewal of
-// a term already in the batch runs after it. One renewal runs the Renew
-// statement; more run RenewBatch, one statement and one commit for all.
-func (s *Store) renewAll(batch []*renewReq) {
+// RenewMany implements [elector.BatchRenewer], with the checks of Renew, in
+// one statement; a term that ended when the Store followed its path to a
+// new file (see [ErrFileChanged]) is no longer current.
+func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
+	for _, l := range terms {
+		if err := checkArgs(l.Name, l.TTL); err != nil {
+			return nil, err
+		}
+		if err := elector.ValidateHolder(l.Holder); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]elector.Lease, len(terms))
+	if len(terms) == 0 {
+		return out, nil
+	}
 	written := clock.Wall().UnixMilli()
-	var waiting, later []*renewReq
-	var seen map[rowKey]bool
-	if len(batch) > 1 {
-		seen = make(map[rowKey]bool, len(batch))
+	liveFile, liveOffset := s.live.args()
+	renewed := func(i int, version int64) {
+		l := terms[i]
+		l.Version, l.TTL, l.Written = uint64(version), fromMillis(millisUp(l.TTL)), time.UnixMilli(written)
+		out[i] = l
 	}
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.result <- renewResult{err: err}
-			continue
-		}
-		if s.endedTerm(r.l.Token) {
-			r.result <- renewResult{err: errTermEnded}
-			continue
-		}
-		if seen != nil {
-			k := r.key()
-			if seen[k] {
-				later = append(later, r)
-				continue
+	err := s.withLease(ctx, func(lc *leaseConn) error {
+		clear(out)
+		var current []int // the terms not ended by a reopen
+		for i, l := range terms {
+			if !s.endedTerm(l.Token) {
+				current = append(current, i)
 			}
-			seen[k] = true
 		}
-		waiting = append(waiting, r)
-	}
-	if len(waiting) == 1 {
-		s.renewOne(waiting[0], written)
-	} else if len(waiting) > 1 {
-		s.renewMany(waiting, written)
-	}
-	for _, r := range later {
-		s.renewOne(r, written)
-	}
-}
-
-// renewOne runs the Renew statement for r.
-func (s *Store) renewOne(r *renewReq, written int64) {
-	liveFile, liveOffset := s.live.args()
-	res := renewResult{written: written}
-	res.err = s.onLeaseConn(r.ctx, s.checkFile, func(lc *leaseConn) error {
-		if s.endedTerm(r.l.Token) { // the path was just reopened
-			return errTermEnded
+		if len(current) == 0 {
+			return nil
 		}
-		rows, err := lc.renew.QueryContext(r.ctx, r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs, written, liveFile, liveOffset)
-		err = scanOne(rows, err, &res.version)
-		s.noteRecorded(err)
-		return err
-	})
-	r.result <- res
-}
-
-// renewMany runs RenewBatch for the batch, of distinct terms, for as long
-// as one of its callers waits. A term it did not renew gets sql.ErrNoRows.
-func (s *Store) renewMany(batch []*renewReq, written int64) {
-	ctx, stop := batchContext(batch)
-	defer stop()
-	liveFile, liveOffset := s.live.args()
-	arg := renewBatchArg(batch)
-	renewed := make(map[rowKey]int64, len(batch))
-	err := s.onLeaseConn(ctx, s.checkFile, func(lc *leaseConn) error {
-		if s.endedTerm(batch[0].l.Token) { // the path was just reopened: all ended
-			return errTermEnded
-		}
-		clear(renewed)
-		rows, err := lc.renewBatch.QueryContext(ctx, arg, written, liveFile, liveOffset)
+		s.markRecorded()
+		rows, err := lc.renewBatch.QueryContext(ctx, renewBatchArg(terms, current), written, liveFile, liveOffset)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		versions := make(map[rowKey]int64, len(current))
 		for rows.Next() {
 			var k rowKey
 			var version int64
 			if err := rows.Scan(&k.name, &k.holder, &k.token, &version); err != nil {
 				return err
 			}
-			renewed[k] = version
+			versions[k] = version
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		for _, i := range current {
+			if v, ok := versions[rowKey{terms[i].Name, terms[i].Holder, sqlInt(terms[i].Token)}]; ok {
+				renewed(i, v)
+			}
+		}
 		return rows.Close() // the statement commits here
 	})
-	if err != nil || len(renewed) > 0 {
-		s.noteRecorded(err)
+	if err != nil {
+		return nil, s.opError("renew", terms[0].Name, err)
 	}
-	for _, r := range batch {
-		res := renewResult{written: written}
-		version, ok := renewed[r.key()]
-		switch {
-		case err != nil:
-			res.err = err
-		case ok:
-			res.version = version
-		default:
-			res.err = sql.ErrNoRows
-		}
-		r.result <- res
-	}
+	return out, nil
 }
 
 // rowKey names a term in the result of RenewBatch.
@@ -594,48 +477,25 @@ type rowKey struct {
 	token        int64
 }
 
-func (r *renewReq) key() rowKey { return rowKey{r.l.Name, r.l.Holder, sqlInt(r.l.Token)} }
-
-// batchContext returns a context that ends once the context of every
-// renewal in the batch has ended, and a function that releases it.
-func batchContext(batch []*renewReq) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var left atomic.Int32
-	left.Store(int32(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, r := range batch {
-		stops[i] = context.AfterFunc(r.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
-}
-
-// renewBatchArg returns the JSON array that RenewBatch reads.
-func renewBatchArg(batch []*renewReq) string {
+// renewBatchArg returns the JSON array of terms[i] for i in current that
+// RenewBatch reads.
+func renewBatchArg(terms []elector.Lease, current []int) string {
 	type term struct {
 		N   string `json:"n"`
 		H   string `json:"h"`
 		T   int64  `json:"t"`
 		TTL int64  `json:"ttl"`
 	}
-	terms := make([]term, len(batch))
-	for i, r := range batch {
-		terms[i] = term{r.l.Name, r.l.Holder, sqlInt(r.l.Token), r.ttlMs}
+	arg := make([]term, len(current))
+	for j, i := range current {
+		l := terms[i]
+		arg[j] = term{l.Name, l.Holder, sqlInt(l.Token), millisUp(l.TTL)}
 	}
-	b, _ := json.Marshal(terms) // strings and integers always encode
+	b, _ := json.Marshal(arg) // strings and integers always encode
 	return string(b)
 }
 
-// Release implements [elector.Store]. It also wakes the candidates that
-// watch the lease through this Store.
+// Release implements [elector.Store].
 func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := elector.ValidateName(l.Name); err != nil {
 		return err
@@ -656,8 +516,8 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 		return s.opError("release", l.Name, err)
 	}
 	if n > 0 {
-		s.watch.notify(l.Name, l.Token)
 		s.live.touch()
+		s.notify.push(elector.Change{Name: l.Name})
 	}
 	return nil
 }
@@ -668,22 +528,97 @@ func (s *Store) Get(ctx context.Context, name string) (elector.Lease, error) {
 		return elector.Lease{}, err
 	}
 	var l elector.Lease
-	err := s.withLeaseRead(ctx, func(lc *leaseConn) (err error) {
-		l, err = scanLease(lc.get.QueryRowContext(ctx, name), name)
+	err := s.withLeaseRead(ctx, func(lc *leaseConn) error {
+		got, _, err := lc.leases(ctx, []string{name})
+		if err == nil {
+			l = got[0]
+		}
 		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return elector.Lease{}, fmt.Errorf("sqlitelease: lease %q: %w", name, elector.ErrNoLease)
-	}
 	if err != nil {
 		return elector.Lease{}, s.opError("get", name, err)
+	}
+	if l.Token == 0 {
+		return elector.Lease{}, fmt.Errorf("sqlitelease: lease %q: %w", name, elector.ErrNoLease)
 	}
 	return l, nil
 }
 
-// opError wraps the error of a lease operation with the operation, the
-// lease and the file. Errors the caller branches on (HeldError, ErrClosed,
-// context errors) pass through errors.Is and errors.As.
+// getManySQL reads the current, unreleased terms of the names in the JSON
+// array ?1 as GetLive does, each with its index in the array.
+const getManySQL = `SELECT j.key, l.holder, l.token, l.version, l.ttl_ms, l.written_at,
+	CASE WHEN l.live_version = l.version THEN l.live_file END,
+	CASE WHEN l.live_version = l.version THEN l.live_offset END
+FROM json_each(?1) AS j JOIN ` + leaseTable + ` AS l ON l.name = j.value
+WHERE NOT l.released`
+
+// GetMany implements [elector.BulkReader], in one statement. On Linux a
+// lease whose holder's liveness lock is gone (see Process death in the
+// package documentation) is reported free: TryAcquire takes it over at once.
+func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	for _, name := range names {
+		if err := elector.ValidateName(name); err != nil {
+			return nil, err
+		}
+	}
+	if len(names) == 0 {
+		return []elector.Lease{}, nil
+	}
+	var out []elector.Lease
+	var ids []holderID
+	err := s.withLeaseRead(ctx, func(lc *leaseConn) (err error) {
+		out, ids, err = lc.leases(ctx, names)
+		return err
+	})
+	if err != nil {
+		return nil, s.opError("get", names[0], err)
+	}
+	gone := make(map[holderID]bool)
+	for i, id := range ids {
+		dead, tested := gone[id]
+		if !tested {
+			dead = s.live.gone(id)
+			gone[id] = dead
+		}
+		if dead {
+			out[i] = elector.Lease{Name: names[i]}
+		}
+	}
+	return out, nil
+}
+
+// leases reads the leases names (the zero Lease but for Name if free), and
+// their holders' liveness records.
+func (lc *leaseConn) leases(ctx context.Context, names []string) ([]elector.Lease, []holderID, error) {
+	arg, _ := json.Marshal(names)                          // strings always encode
+	rows, err := lc.getMany.QueryContext(ctx, string(arg)) // text: a blob would be JSONB
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	out, ids := make([]elector.Lease, len(names)), make([]holderID, len(names))
+	for i, name := range names {
+		out[i].Name = name
+	}
+	for rows.Next() {
+		var (
+			i                            int
+			l                            elector.Lease
+			token, version, ttl, written int64
+			liveFile                     sql.NullString
+			liveOffset                   sql.NullInt64
+		)
+		if err := rows.Scan(&i, &l.Holder, &token, &version, &ttl, &written, &liveFile, &liveOffset); err != nil {
+			return nil, nil, err
+		}
+		l.Name, l.Token, l.Version, l.TTL, l.Written = names[i], uint64(token), uint64(version), fromMillis(ttl), time.UnixMilli(written)
+		out[i], ids[i] = l, scanLive(liveFile, liveOffset)
+	}
+	return out, ids, rows.Err()
+}
+
+// opError names the operation, lease and file, but passes HeldError and
+// ErrClosed as they are.
 func (s *Store) opError(op, name string, err error) error {
 	var held *elector.HeldError
 	if errors.As(err, &held) || errors.Is(err, ErrClosed) {
@@ -692,13 +627,10 @@ func (s *Store) opError(op, name string, err error) error {
 	return fmt.Errorf("sqlitelease: %s lease %q in %q: %w", op, name, s.path, err)
 }
 
-// scanOne scans the first row of rows, the result of a write statement with
-// RETURNING, into dest, or returns sql.ErrNoRows if there is none. Unlike
-// QueryRow, it steps the statement to completion. That matters: SQLite runs
-// its WAL auto-checkpoint only when an autocommit statement commits in a
-// step, not when it commits in the reset that closing unfinished rows does,
-// so with QueryRow the WAL would grow without bound under lease traffic
-// alone (and a later checkpoint of it would stall a renewal).
+// scanOne scans the one row of a write statement with RETURNING into dest
+// (sql.ErrNoRows if none), stepping the statement to completion: SQLite
+// checkpoints the WAL only when a statement commits in a step, so with
+// QueryRow the WAL would grow without bound.
 func scanOne(rows *sql.Rows, err error, dest ...any) error {
 	if err != nil {
 		return err
@@ -729,35 +661,23 @@ func checkArgs(name string, ttl time.Duration) error {
 	return elector.ValidateTTL(ttl)
 }
 
-// DB returns the store's database handle, for a job's own schema setup and
-// reads in the same file. Writes that must happen only while the caller
-// leads belong in [Store.Fenced]. The store keeps up to two connections of
-// this pool for itself while it is open (lease traffic and, while candidates
-// wait, release watching); leave room for them if you limit
-// SetMaxOpenConns. Do not Close the handle; [Store.Close] does.
-//
-// After the Store followed its path to a file moved over its own (see
-// [ErrFileChanged]), DB returns the new file's handle; the old one stays
-// open, on the old file, until Close.
+// DB returns the handle of the store's file, for the job's own tables; writes
+// that must happen only while leading belong in [Store.Fenced]. The store
+// keeps one connection of the pool for itself. Do not Close it. After a
+// restore (see [ErrFileChanged]) it returns the new file's handle.
 func (s *Store) DB() *sql.DB { return s.db.Load() }
 
 // Path returns the path of the database file as given to [Open].
 func (s *Store) Path() string { return s.path }
 
-// Close stops the store's goroutines, closes its connections and the
-// database handle. Later calls return the result of the first. Operations
-// after Close return [ErrClosed].
-//
-// On Linux, Close first clears the liveness record of every lease this
-// Store still holds (its terms may still be running: candidates then wait
-// the elapsed-time rule for them), and only then drops its liveness lock.
-// If it cannot clear them, it returns an error and keeps the lock until the
-// process exits.
+// Close closes the store's connections and handles; later calls return the
+// first one's result, and operations [ErrClosed]. On Linux it first clears
+// the liveness records of the leases it still holds (candidates then wait
+// one TTL), then drops its liveness lock, which it keeps if that failed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.isClosed.Store(true)
-		s.watch.close()
-		s.worker.stop()
+		s.notify.close()
 		s.leaseSem <- struct{}{} // waits for the operation in flight
 		s.closed = true
 		lc := s.lc

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 	"github.com/leaderaware/leaderaware/internal/testing/tcpproxy"
 	"github.com/leaderaware/leaderaware/pglease"
 )
@@ -44,8 +45,8 @@ import (
 // renew); then it lifts the fault. All along, a counter of running inner jobs shared by the three
 // asserts that never two run at once.
 func TestFaultsPostgres(t *testing.T) {
-	dsn := pgDSN(t)
-	schema := pgSchema(t, dsn, "leaderaware_faults_")
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "leaderaware_faults_")
 	const (
 		ttl    = 2 * time.Second
 		renew  = 500 * time.Millisecond

@@ -1,37 +1,24 @@
 package tests
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
+	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
-// leaderproc is the path of the helper binary that TestMain builds.
-var leaderproc string
-
+// TestMain checks that no test leaves a goroutine behind. Started by the
+// multi-process tests as one of their child processes (see
+// failover_linux_test.go), the test binary runs that child instead of the
+// tests.
 func TestMain(m *testing.M) {
+	replicatest.RunChild(children)
 	pgtest.SaySkipped("tests")
-	dir, err := os.MkdirTemp("", "leaderaware-tests-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	leaderproc = filepath.Join(dir, "leaderproc")
-	build := exec.Command("go", "build", "-o", leaderproc, "./internal/leaderproc")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building leaderproc:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	goleak.VerifyTestMain(m)
 }
+
+// children are the child processes of the multi-process tests, by name. It
+// is set on the systems that run them.
+var children map[string]func(args []string) error

@@ -9,13 +9,13 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/airdropexpiry"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/jobdb"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/pricerefresh"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/webhookretry"
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/fxmodule"
-	"github.com/leaderaware/leaderaware/jobs"
-	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
-	"github.com/leaderaware/leaderaware/jobs/pricerefresh"
-	"github.com/leaderaware/leaderaware/jobs/webhookretry"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
@@ -78,7 +78,7 @@ func newApp(o options, store elector.Store, log *slog.Logger, extra ...fx.Option
 }
 
 // referenceJobs provides and runs the reference jobs on the
-// jobs.FencedStore that fenced provides, and the demo feeders.
+// jobdb.FencedStore that fenced provides, and the demo feeders.
 func referenceJobs(o options, log *slog.Logger, fenced fx.Option) fx.Option {
 	return fx.Options(
 		fenced,
@@ -127,12 +127,12 @@ func logPass(ctx context.Context, log *slog.Logger, lease, msg string, attrs ...
 }
 
 // sqliteFenced gives the jobs the SQLite store's database.
-func sqliteFenced(s *sqlitelease.Store) jobs.FencedStore { return s }
+func sqliteFenced(s *sqlitelease.Store) jobdb.FencedStore { return s }
 
 // postgresFenced gives the jobs the PostgreSQL store's database, through
 // database/sql, closed when the app stops (before the store).
-func postgresFenced(lc fx.Lifecycle, s *pglease.Store) jobs.FencedStore {
-	q := s.OpenSQL()
+func postgresFenced(lc fx.Lifecycle, s *pglease.Store) jobdb.FencedStore {
+	q := jobdb.NewPostgres(s)
 	lc.Append(fx.StopHook(q.Close))
 	return q
 }

@@ -2,76 +2,195 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/sqlitelease"
+	"github.com/leaderaware/leaderaware/statuspage"
 )
 
-// TestStatusPageInBrowser loads the status page of the second of two
-// instances on one SQLite file in headless Chromium, and reads the page
-// as rendered (the DOM after its script ran): it lists each lease with the
-// first instance as its holder; when the first instance stops, within a
-// few seconds the page shows the second as every lease's holder, and its
-// elections among the transitions, without being reloaded.
+// TestStatusPageInBrowser runs two instances on one SQLite file, a in a
+// child process and b here, and loads b's status page in headless
+// Chromium, reading it as rendered (the DOM after its script ran): each
+// lease shows a as its holder and b waiting; a lease whose name and holder
+// are HTML shows as text, and no script of theirs runs. When a gets
+// SIGINT (Ctrl-C), the page shows each lease's handoff from a to b within
+// the issue's 2 s, without being reloaded. With LEADERD_SCREENSHOT set to
+// a file, it saves a screenshot of the page there.
 func TestStatusPageInBrowser(t *testing.T) {
 	chromium := browserPath(t)
 	db := tempDB(t)
-	a := startInstance(t, withHTTP(fastOptions(db, "instance-a")))
+	// A long TTL, so that a keeps its leases on a loaded machine until its
+	// SIGINT: it then releases them, and b takes them at once.
+	a := startProcess(t, "-db", db, "-holder", "instance-a", "-ttl", "6s", "-renew", "1s", "-retry", "500ms",
+		"-interval", "200ms", "-secret", "test-secret")
 	require.Eventually(t, func() bool {
-		for _, job := range leases {
-			if a.rec.leads(job) != 1 {
+		p, ok := a.status()
+		if !ok || len(p.Jobs) != len(leases) {
+			return false
+		}
+		for _, j := range p.Jobs {
+			if !j.Leading {
 				return false
 			}
 		}
 		return true
-	}, 5*time.Second, 10*time.Millisecond, "a should lead every job\n%s", a.rec)
+	}, 20*time.Second, 20*time.Millisecond, "a should lead every job\n%s", a.stderrTail())
 	b := startInstance(t, withHTTP(fastOptions(db, "instance-b")))
 
+	// A lease that is user input: a name and a holder that are HTML.
+	const xssName, xssHolder = `<script>alert(1)</script>`, `<img src=x onerror=alert(2)>`
+	other, err := sqlitelease.Open(db)
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.TryAcquire(t.Context(), xssName, xssHolder, time.Hour, elector.Lease{})
+	require.NoError(t, err)
+
 	tab := startBrowser(t, chromium).open(t, b.url(t)+"/")
-	shows := func(holder string) func(p renderedPage) bool {
-		return func(p renderedPage) bool {
-			if len(p.Leases) != len(leases) || p.Error != "" {
+	leaseRow := func(p renderedPage, name string) []string {
+		for _, row := range p.Leases {
+			if len(row) == 7 && row[0] == name {
+				return row
+			}
+		}
+		return nil
+	}
+	page := tab.waitFor(t, 10*time.Second, "b's page should show a as each lease's holder and b waiting for it", func(p renderedPage) bool {
+		if len(p.Leases) != len(leases)+1 || p.Error != "" {
+			return false
+		}
+		for _, job := range leases {
+			// The cells: lease, holder, token, TTL, renewed, expires, waiting.
+			row := leaseRow(p, job)
+			if row == nil || row[1] != "instance-a" || !strings.HasPrefix(row[6], "instance-b (") {
 				return false
 			}
-			for i, job := range leases {
-				// The cells: lease, holder, token, version, renewed, expires.
-				row := p.Leases[i]
-				if len(row) != 6 || row[0] != job || strings.TrimSuffix(row[1], " (this instance)") != holder {
-					return false
-				}
-			}
-			return true
 		}
-	}
-	tab.waitFor(t, 10*time.Second, "the page should list each lease with holder instance-a", shows("instance-a"))
-	page := tab.waitFor(t, time.Second, "the page should name this instance", func(p renderedPage) bool {
-		return strings.Contains(p.Text, "instance instance-b on sqlite")
+		return true
 	})
-	require.Empty(t, page.Transitions, "b has won no election yet")
+	row := leaseRow(page, xssName)
+	require.NotNil(t, row, "the lease named %s should be listed by its name, as text\n%s", xssName, page.Text)
+	assert.Equal(t, xssHolder, row[1], "its holder, as text")
+	assert.Equal(t, 0, page.Alerts, "no script of the lease's ran")
+	assert.Equal(t, 0, page.Injected, "no element came from the lease's name or holder")
+	assert.Contains(t, page.Text, "instance instance-b")
+	for _, job := range page.Jobs {
+		require.Len(t, job, 9)
+		assert.Equal(t, "no", job[2], "b leads nothing yet: %q", job)
+		assert.Equal(t, "healthy", job[6])
+	}
 
-	a.stopAndWait(t)
-	page = tab.waitFor(t, 5*time.Second, "within a few seconds of a's stop, the page should list each lease with holder instance-b", shows("instance-b"))
-	for _, row := range page.Leases {
-		require.Equal(t, "instance-b (this instance)", row[1])
-	}
-	tab.waitFor(t, 3*time.Second, "the page should list b's elections among its transitions", func(p renderedPage) bool {
-		elected := map[string]bool{}
-		for _, row := range p.Transitions {
-			if len(row) == 5 && row[2] == "elected" {
-				elected[row[1]] = true
+	signalled := time.Now()
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGINT))
+	page = tab.waitFor(t, 5*time.Second, "within 2 s of a's SIGINT, b's page should show each lease handed off from a to b", func(p renderedPage) bool {
+		handed := map[string]bool{}
+		for _, row := range p.Handoffs {
+			// The cells: seen, lease, from, to.
+			if len(row) == 4 && strings.HasPrefix(row[2], "instance-a #") && strings.HasPrefix(row[3], "instance-b (this instance) #") {
+				handed[row[1]] = true
 			}
 		}
-		return len(elected) == len(leases)
+		return len(handed) == len(leases)
 	})
+	took := time.Since(signalled)
+	t.Logf("the handoffs showed on the page %v after the SIGINT", took.Round(time.Millisecond))
+	assert.Less(t, took, 2*time.Second, "issue 22: a Ctrl-C on the leader shows as a handoff within 2 s")
+	assert.Equal(t, 0, page.Alerts)
+	require.NoError(t, a.wait(), "a should exit 0 after SIGINT\n%s", a.stderrTail())
+	page = tab.waitFor(t, 3*time.Second, "b's page should show b leading each job", func(p renderedPage) bool {
+		n := 0
+		for _, row := range p.Jobs {
+			if len(row) == 9 && row[2] == "yes" && row[6] == "healthy" {
+				n++
+			}
+		}
+		return n == len(leases)
+	})
+	if out := os.Getenv("LEADERD_SCREENSHOT"); out != "" {
+		require.NoError(t, os.WriteFile(out, tab.screenshot(t), 0o644))
+	}
+}
+
+// TestLeaderdProcess is not a test: it runs leaderd with the arguments in
+// LEADERD_PROCESS_ARGS (separated by newlines) and exits, in the child
+// process of startProcess.
+func TestLeaderdProcess(t *testing.T) {
+	args := os.Getenv("LEADERD_PROCESS_ARGS")
+	if args == "" {
+		t.Skip("the child process of startProcess")
+	}
+	os.Exit(run(context.Background(), strings.Split(args, "\n"), os.Stderr, os.Stdout))
+}
+
+// process is leaderd in a child process, serving HTTP at url.
+type process struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr string // the file of its stderr
+	done   bool   // wait has returned
+}
+
+// startProcess starts leaderd with args and -http on a free port in a
+// child process (the test binary, in TestLeaderdProcess), and kills it
+// when t ends if it still runs.
+func startProcess(t *testing.T, args ...string) *process {
+	t.Helper()
+	u := freeURL(t)
+	args = append(args, "-http", u.Host)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaderdProcess$")
+	cmd.Env = append(os.Environ(), "LEADERD_PROCESS_ARGS="+strings.Join(args, "\n"))
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	require.NoError(t, err)
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	require.NoError(t, cmd.Start())
+	p := &process{cmd: cmd, url: u.String(), stderr: stderr.Name()}
+	t.Cleanup(func() {
+		if !p.done {
+			_ = cmd.Process.Kill()
+			_ = p.wait()
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit.
+func (p *process) wait() error {
+	p.done = true
+	return p.cmd.Wait()
+}
+
+// status returns the process's /leases, if it serves it yet.
+func (p *process) status() (statuspage.Status, bool) {
+	var st statuspage.Status
+	resp, err := httpClient.Get(p.url + "/leases")
+	if err != nil {
+		return st, false
+	}
+	defer resp.Body.Close()
+	return st, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil
+}
+
+// stderrTail returns the end of the process's stderr.
+func (p *process) stderrTail() string {
+	out, _ := os.ReadFile(p.stderr)
+	return string(out[max(0, len(out)-4000):])
 }
 
 // browserPath returns the path of Chromium. Without one it skips t, unless
@@ -91,10 +210,13 @@ func browserPath(t *testing.T) string {
 }
 
 // renderedPage is the status page as the browser rendered it: the text of
-// the cells of each row of its tables, its error line and all its text.
+// the cells of each row of its tables, its error line and all its text;
+// how many times a script called alert, and how many script, img or other
+// elements with an event handler are in its tables.
 type renderedPage struct {
-	Leases, Jobs, Transitions [][]string
-	Error, Text               string
+	Leases, Jobs, Handoffs [][]string
+	Error, Text            string
+	Alerts, Injected       int
 }
 
 // readPage is the script that returns a renderedPage as JSON.
@@ -104,8 +226,9 @@ const readPage = `(() => {
 		.map(tr => [...tr.cells].map(td => td.innerText.trim()));
 	const error = document.getElementById("error");
 	return JSON.stringify({
-		Leases: rows("leases"), Jobs: rows("jobs"), Transitions: rows("transitions"),
+		Leases: rows("leases"), Jobs: rows("jobs"), Handoffs: rows("handoffs"),
 		Error: error.hidden ? "" : error.innerText, Text: document.body.innerText,
+		Alerts: window.__alerts || 0, Injected: document.querySelectorAll("main script, main img, main [onerror]").length,
 	});
 })()`
 
@@ -266,14 +389,32 @@ type tab struct {
 	session string
 }
 
-// open opens url in a new tab.
+// open opens url in a new tab, where every call of alert is counted in
+// window.__alerts instead of shown.
 func (b *browser) open(t *testing.T, url string) *tab {
 	t.Helper()
 	var target struct{ TargetID string }
-	require.NoError(t, b.call("", "Target.createTarget", map[string]any{"url": url}, &target))
+	require.NoError(t, b.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &target))
 	var attached struct{ SessionID string }
 	require.NoError(t, b.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &attached))
-	return &tab{b: b, session: attached.SessionID}
+	tb := &tab{b: b, session: attached.SessionID}
+	require.NoError(t, b.call(tb.session, "Page.addScriptToEvaluateOnNewDocument", map[string]any{
+		"source": "window.__alerts = 0; window.alert = () => { window.__alerts++; };",
+	}, nil))
+	require.NoError(t, b.call(tb.session, "Page.navigate", map[string]any{"url": url}, nil))
+	return tb
+}
+
+// screenshot returns a PNG of the whole page.
+func (tb *tab) screenshot(t *testing.T) []byte {
+	t.Helper()
+	require.NoError(t, tb.b.call(tb.session, "Emulation.setDeviceMetricsOverride", map[string]any{
+		"width": 1400, "height": 800, "deviceScaleFactor": 1, "mobile": false,
+	}, nil))
+	var shot struct{ Data []byte }
+	require.NoError(t, tb.b.call(tb.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true}, &shot))
+	require.True(t, bytes.HasPrefix(shot.Data, []byte("\x89PNG")), "a PNG")
+	return shot.Data
 }
 
 // read returns the page as rendered now.

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/fx"
 
-	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
-	"github.com/leaderaware/leaderaware/jobs/webhookretry"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/airdropexpiry"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/webhookretry"
 )
 
 // Demo airdrops: when fewer than seedBelow are pending at start, the

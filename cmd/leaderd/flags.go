@@ -111,9 +111,9 @@ the same database. Their SQL speaks SQLite and PostgreSQL only, so on -etcd,
 pass with its token (-price-url and -webhook-url need the reference jobs).
 
 With -http ADDR (such as -http :8080), the instance serves a status page at
-/ (every lease, its holder and token, and the transitions this instance saw),
-the leases as JSON at /leases, Prometheus metrics at /metrics, and the
-liveness and readiness probes /healthz and /readyz.
+/ (every lease, its holder and token, the jobs waiting for it here, and the
+handoffs seen through the store), its JSON at /leases, Prometheus metrics at
+/metrics, and the liveness and readiness probes /healthz and /readyz.
 
 ` + statusHelp + `
 Flags:

@@ -29,6 +29,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 	"github.com/leaderaware/leaderaware/sqlitelease"
+	"github.com/leaderaware/leaderaware/statuspage"
 )
 
 // fastOptions are the options of an instance on db with short timings.
@@ -381,11 +382,11 @@ func statusJSON(t *testing.T, store ...string) []leaseJSON {
 }
 
 // leasesOf returns the instance's /leases.
-func leasesOf(t *testing.T, in *instance) leasesPage {
+func leasesOf(t *testing.T, in *instance) statuspage.Status {
 	t.Helper()
 	code, body := get(t, in.url(t)+"/leases")
 	require.Equal(t, http.StatusOK, code, "/leases: %s", body)
-	var p leasesPage
+	var p statuspage.Status
 	require.NoError(t, json.Unmarshal([]byte(body), &p), "/leases:\n%s", body)
 	return p
 }

@@ -5,16 +5,16 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/leaderaware/leaderaware/jobs"
-	"github.com/leaderaware/leaderaware/jobs/airdropexpiry"
-	"github.com/leaderaware/leaderaware/jobs/pricerefresh"
-	"github.com/leaderaware/leaderaware/jobs/webhookretry"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/airdropexpiry"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/jobdb"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/pricerefresh"
+	"github.com/leaderaware/leaderaware/cmd/leaderd/internal/webhookretry"
 )
 
 // newPriceJob returns the price refresh job, on the HTTP source at
 // o.priceURL or, without one, on simulated prices. Each refresh is logged
 // with the prices it stored.
-func newPriceJob(s jobs.FencedStore, o options, log *slog.Logger) (*pricerefresh.Job, error) {
+func newPriceJob(s jobdb.FencedStore, o options, log *slog.Logger) (*pricerefresh.Job, error) {
 	var src pricerefresh.PriceSource = pricerefresh.NewSimulatedSource(uint64(time.Now().UnixNano()), nil)
 	if o.priceURL != "" {
 		h, err := pricerefresh.NewHTTPSource(o.priceURL, 0)
@@ -38,7 +38,7 @@ func newPriceJob(s jobs.FencedStore, o options, log *slog.Logger) (*pricerefresh
 
 // newOutbox returns the webhook outbox, which any instance may enqueue to.
 // Each pass of its worker is logged with the deliveries it attempted.
-func newOutbox(s jobs.FencedStore, o options, log *slog.Logger) (*webhookretry.Outbox, error) {
+func newOutbox(s jobdb.FencedStore, o options, log *slog.Logger) (*webhookretry.Outbox, error) {
 	return webhookretry.New(context.Background(), s, webhookretry.Config{
 		Secret:   []byte(o.secret),
 		Interval: o.interval,
@@ -54,7 +54,7 @@ func newWebhookJob(ob *webhookretry.Outbox) *webhookretry.Worker { return ob.Wor
 
 // newAirdrops returns the airdrop expiry job, whose Create the demo uses.
 // Each pass is logged with the airdrops it expired.
-func newAirdrops(s jobs.FencedStore, o options, log *slog.Logger) (*airdropexpiry.Job, error) {
+func newAirdrops(s jobdb.FencedStore, o options, log *slog.Logger) (*airdropexpiry.Job, error) {
 	return airdropexpiry.New(context.Background(), s, airdropexpiry.Config{
 		Interval: o.interval,
 		OnError:  onError(log, airdropLease),

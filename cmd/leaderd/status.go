@@ -24,7 +24,7 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fset.String("etcd", "", "comma-separated etcd `endpoints` of the leases, instead of -db")
 	fset.StringVar(&o.mysql, "mysql", "", "MySQL or MariaDB `DSN` of the leases, instead of -db")
 	k8sFlags(fset, &o)
-	asJSON := fset.Bool("json", false, "print the leases as JSON, as /leases of leaderd -http has them")
+	asJSON := fset.Bool("json", false, "print the leases as JSON")
 	err := parse(fset, statusUsage, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func round(d time.Duration) string {
 	return max(d, 0).Round(100 * time.Millisecond).String()
 }
 
-// leaseJSON is a lease as `leaderd status -json` and /leases give it.
+// leaseJSON is a lease as `leaderd status -json` gives it.
 type leaseJSON struct {
 	Name string `json:"name"`
 	// Holder is the holder of the lease, or of a free lease its last

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	_ "embed"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,33 +14,22 @@ import (
 	"go.uber.org/fx"
 
 	leaderprom "github.com/leaderaware/leaderaware/contrib/prometheus"
-	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/fxmodule"
+	"github.com/leaderaware/leaderaware/statuspage"
 )
 
-// pageHTML is the status page: it fetches /leases every 2 s and renders it.
-//
-//go:embed page.html
-var pageHTML []byte
-
-// pageCSP lets the page run its inline script and style and fetch from its
-// own origin, and nothing else: it has no external assets.
-const pageCSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:"
-
-// leasesTimeout bounds the store reads of one /leases request.
+// leasesTimeout bounds the store reads of one request of the page's JSON.
 const leasesTimeout = 5 * time.Second
 
 // webOptions serves HTTP on -http while the app runs (see [site.handler]).
 // The graph's elector.Observer, which fxmodule gives every LeaderJob, is
-// a leaderprom.Collector, for /metrics, with the ring of transitions that
-// the status page shows.
+// a leaderprom.Collector, for /metrics.
 func webOptions() fx.Option {
 	return fx.Options(
 		fx.Provide(
 			leaderprom.New,
-			func() *transitions { return new(transitions) },
-			func(c *leaderprom.Collector, t *transitions) elector.Observer { return observers{c, t} },
+			func(c *leaderprom.Collector) elector.Observer { return c },
 		),
 		fx.Invoke(serveHTTP),
 	)
@@ -54,15 +39,12 @@ func webOptions() fx.Option {
 // and shut the server down when it stops. Invoked before the jobs are
 // built, it starts before them and stops after them; asking for the store,
 // it starts after the store is opened and stops before it is closed.
-func serveHTTP(lc fx.Lifecycle, o options, log *slog.Logger, store elector.Store, reg *fxmodule.Registry, c *leaderprom.Collector, t *transitions) {
+func serveHTTP(lc fx.Lifecycle, o options, log *slog.Logger, store elector.Store, reg *fxmodule.Registry, c *leaderprom.Collector) {
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(c, collectors.NewGoCollector())
 	s := &site{
-		holder:  o.holder,
-		where:   o.store() + " " + o.target(),
-		store:   store,
 		reg:     reg,
-		ring:    t,
+		page:    statuspage.Handler(pageSource{Registry: reg, holder: o.holder, store: store}),
 		metrics: promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}),
 	}
 	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -104,26 +86,22 @@ func pageURL(addr net.Addr) string {
 
 // registry is what the HTTP server needs of the *fxmodule.Registry.
 type registry interface {
-	Jobs() []decorator.Snapshot
 	Healthy(*http.Request) error
 	Ready(*http.Request) error
 }
 
 // site is the HTTP server of an instance.
 type site struct {
-	holder  string        // this instance's holder name
-	where   string        // the kind of store and its target
-	store   elector.Store // the lease store
 	reg     registry
-	ring    *transitions
+	page    http.Handler // the status page and its JSON
 	metrics http.Handler
 }
 
 // handler serves:
 //
-//   - / the status page, which shows /leases and refreshes every 2 s;
-//   - /leases the leases in the store, this instance's jobs and the last
-//     transitions it saw, as JSON (see [leasesPage]);
+//   - / the status page (statuspage), which refreshes every second from
+//     /leases, its JSON: every lease in the store, this instance's jobs and
+//     the handoffs seen through the store;
 //   - /metrics the Prometheus metrics of the jobs (leaderprom) and of Go;
 //   - /healthz the liveness probe (fxmodule.Registry.Healthy): 503 only
 //     while a job's inner Start or Stop overran its timeout;
@@ -131,97 +109,44 @@ type site struct {
 //     leadership.
 func (s *site) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.page)
-	mux.HandleFunc("GET /leases", s.leases)
+	for _, path := range []string{"/{$}", "/page.js", "/leases"} {
+		mux.Handle(path, s.page) // the page answers other methods with 405 itself
+	}
 	mux.Handle("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /healthz", probe(s.reg.Healthy))
 	mux.HandleFunc("GET /readyz", probe(s.reg.Ready))
 	return mux
 }
 
-func (s *site) page(w http.ResponseWriter, _ *http.Request) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", pageCSP)
-	h.Set("Cache-Control", "no-store")
-	_, _ = w.Write(pageHTML)
+// pageSource is what the status page shows of an instance: the jobs of its
+// registry, named by its holder, and every lease of its store, which
+// listLeases lists.
+type pageSource struct {
+	*fxmodule.Registry
+	holder string
+	store  elector.Store
 }
 
-// leasesPage is the body of /leases.
-type leasesPage struct {
-	Holder string    `json:"holder"` // this instance
-	Store  string    `json:"store"`  // the kind of store and its target, such as "sqlite leaderaware.db"
-	Now    time.Time `json:"now"`    // this instance's clock
-	// Leases are every lease in the store, by name; Error says why they
-	// could not be read (the response is then a 503).
-	Leases []leaseJSON `json:"leases"`
-	Error  string      `json:"error,omitempty"`
-	// Jobs are this instance's decorated jobs, by lease name.
-	Jobs []jobJSON `json:"jobs"`
-	// Transitions are the last elections and demotions of this instance's
-	// jobs, newest first.
-	Transitions []transition `json:"transitions"`
-}
+// Holder names this instance on the page.
+func (p pageSource) Holder() string { return p.holder }
 
-// jobJSON is one of this instance's jobs, from its decorator.Snapshot.
-type jobJSON struct {
-	Lease   string `json:"lease"`
-	Job     string `json:"job"` // its type
-	Leading bool   `json:"leading"`
-	// The current term, while there is one.
-	Holder                string     `json:"holder,omitempty"`
-	Token                 uint64     `json:"token,omitempty"`
-	Since                 *time.Time `json:"since,omitempty"`
-	Renewed               *time.Time `json:"renewed,omitempty"` // the writer's clock
-	TrustRemainingSeconds *float64   `json:"trust_remaining_seconds,omitempty"`
-	// Overran names the inner call that overran its timeout and has not
-	// returned ("inner Start" or "inner Stop"): /healthz fails meanwhile.
-	Overran string `json:"overran,omitempty"`
-}
-
-func (s *site) leases(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), leasesTimeout)
+// List lists every lease of the store; a released one with its name only,
+// as free.
+func (p pageSource) List(ctx context.Context) ([]elector.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, leasesTimeout)
 	defer cancel()
-	rows, err := listLeases(ctx, s.store)
-	now := time.Now()
-	p := leasesPage{
-		Holder:      s.holder,
-		Store:       s.where,
-		Now:         now,
-		Leases:      leasesJSON(rows, now),
-		Jobs:        jobsJSON(s.reg.Jobs()),
-		Transitions: s.ring.last(),
-	}
-	code := http.StatusOK
+	rows, err := listLeases(ctx, p.store)
 	if err != nil {
-		p.Error, code = err.Error(), http.StatusServiceUnavailable
+		return nil, err
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(p)
-}
-
-// jobsJSON returns the snapshots as JSON values, by lease name.
-func jobsJSON(snaps []decorator.Snapshot) []jobJSON {
-	out := make([]jobJSON, len(snaps))
-	for i, s := range snaps {
-		j := jobJSON{Lease: s.Lease, Job: s.Job, Leading: s.Leading, Holder: s.Holder, Token: s.Token, Overran: s.Overran}
-		if !s.Since.IsZero() {
-			j.Since = &s.Since
+	out := make([]elector.Lease, len(rows))
+	for i, r := range rows {
+		out[i] = r.Lease
+		if r.Released {
+			out[i] = elector.Lease{Name: r.Name}
 		}
-		if !s.Renewed.IsZero() {
-			j.Renewed = &s.Renewed
-		}
-		if s.TrustKnown && s.Token != 0 {
-			trust := s.TrustRemaining.Seconds()
-			j.TrustRemainingSeconds = &trust
-		}
-		out[i] = j
 	}
-	slices.SortFunc(out, func(a, b jobJSON) int { return cmp.Compare(a.Lease, b.Lease) })
-	return out
+	return out, nil
 }
 
 // probe serves check as a probe: 200 "ok", or 503 and the error.

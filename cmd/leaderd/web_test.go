@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -13,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // priceLeader matches the sample of leaderaware_leader for price-refresh
@@ -69,8 +68,8 @@ func TestMetricsOneLeader(t *testing.T) {
 }
 
 // TestHTTP checks the probes, the status page and /leases of one instance:
-// it is live and ready, leading or not; the page is HTML that loads nothing
-// from elsewhere; /leases has its leases, jobs and elections.
+// it is live and ready, leading or not; the page is statuspage's, read-only;
+// /leases has its leases and jobs.
 func TestHTTP(t *testing.T) {
 	in := startInstance(t, withHTTP(fastOptions(tempDB(t), "solo")))
 	base := in.url(t)
@@ -87,8 +86,13 @@ func TestHTTP(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
-	assert.Equal(t, pageCSP, resp.Header.Get("Content-Security-Policy"))
-	assert.NotRegexp(t, `(?i)(src|href|url)\s*[=(]\s*["']?(https?:)?//`, string(pageHTML), "the page must load nothing from elsewhere")
+	assert.Contains(t, resp.Header.Get("Content-Security-Policy"), "script-src 'self'")
+	code, _ = get(t, base+"/page.js")
+	assert.Equal(t, http.StatusOK, code, "/page.js")
+	resp, err = httpClient.Post(base+"/leases", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "the page is read-only")
 
 	require.Eventually(t, func() bool {
 		for _, job := range leases {
@@ -100,7 +104,6 @@ func TestHTTP(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "solo should lead every job\n%s", in.rec)
 	p := leasesOf(t, in)
 	assert.Equal(t, "solo", p.Holder)
-	assert.True(t, strings.HasPrefix(p.Store, "sqlite "), "store %q", p.Store)
 	assert.Empty(t, p.Error)
 	require.Len(t, p.Leases, len(leases))
 	require.Len(t, p.Jobs, len(leases))
@@ -108,41 +111,30 @@ func TestHTTP(t *testing.T) {
 		l, j := p.Leases[i], p.Jobs[i]
 		assert.Equal(t, job, l.Name)
 		assert.Equal(t, "solo", l.Holder)
-		assert.False(t, l.Released)
-		assert.Regexp(t, `^in \d`, l.Expires)
-		require.NotNil(t, l.RenewedAgoSeconds)
-		assert.Less(t, *l.RenewedAgoSeconds, 3.0)
+		assert.False(t, l.Free)
+		assert.Empty(t, l.Waiting, "solo leads %s", job)
+		require.NotNil(t, l.Expires)
+		assert.Equal(t, 1.5, l.TTLSeconds)
 		assert.Equal(t, job, j.Lease)
 		assert.True(t, j.Leading, job)
 		assert.Equal(t, l.Token, j.Token, "the job's term is the lease's")
 		assert.NotNil(t, j.TrustRemainingSeconds)
-		assert.Empty(t, j.Overran)
-	}
-	elected := map[string]uint64{}
-	for _, tr := range p.Transitions {
-		if tr.Event == "elected" {
-			elected[tr.Lease] = tr.Token
-		}
-	}
-	for _, l := range p.Leases {
-		assert.Equal(t, l.Token, elected[l.Name], "the transitions should show the election of %s", l.Name)
+		assert.True(t, j.Healthy)
 	}
 }
 
 // fakeRegistry is a registry whose probes fail as told.
 type fakeRegistry struct{ healthy, ready error }
 
-func (r fakeRegistry) Jobs() []decorator.Snapshot  { return nil }
 func (r fakeRegistry) Healthy(*http.Request) error { return r.healthy }
 func (r fakeRegistry) Ready(*http.Request) error   { return r.ready }
 
 // TestProbeFails: a failing check is a 503 with its error; the other probe
-// is unaffected. /leases of a store that cannot be read is a 503 that says
-// why, with the instance's jobs and transitions still there.
+// is unaffected.
 func TestProbeFails(t *testing.T) {
 	s := &site{
-		holder: "h", where: "memory", store: elector.NewMemoryStore(), ring: new(transitions),
 		reg:     fakeRegistry{healthy: errors.New("inner Stop of price-refresh overran")},
+		page:    http.NotFoundHandler(),
 		metrics: http.NotFoundHandler(),
 	}
 	srv := httptest.NewServer(s.handler())
@@ -152,31 +144,26 @@ func TestProbeFails(t *testing.T) {
 	assert.Equal(t, "inner Stop of price-refresh overran\n", body)
 	code, _ = get(t, srv.URL+"/readyz")
 	assert.Equal(t, http.StatusOK, code)
-
-	code, body = get(t, srv.URL+"/leases")
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Contains(t, body, `"error":"leaderd cannot list the leases of a *elector.MemoryStore"`)
-	assert.Contains(t, body, `"transitions":[]`)
 }
 
-// TestTransitions: the ring keeps the last keptTransitions elections and
-// demotions, newest first, with the cause and error of a demotion, and
-// ignores every other event.
-func TestTransitions(t *testing.T) {
-	var r transitions
-	assert.Empty(t, r.last())
-	r.Observe(elector.Event{Kind: elector.EventStoreOp, Lease: "x", Op: elector.OpRenew, Result: elector.ResultOK})
-	assert.Empty(t, r.last())
-	for i := range keptTransitions + 5 {
-		r.Observe(elector.Event{Kind: elector.EventElected, Lease: fmt.Sprint("lease-", i), Token: uint64(i)})
-	}
-	r.Observe(elector.Event{Kind: elector.EventDemoted, Lease: "p", Token: 99, Cause: elector.CauseLost, Err: elector.ErrLeaseLost})
-	r.Observe(elector.Event{Kind: elector.EventDemoted, Lease: "q", Token: 100, Cause: elector.CauseResigned, Err: elector.ErrResigned})
-	got := r.last()
-	require.Len(t, got, keptTransitions)
-	assert.Equal(t, transition{At: got[0].At, Lease: "q", Event: "demoted", Token: 100, Cause: "resigned"}, got[0])
-	assert.Equal(t, transition{At: got[1].At, Lease: "p", Event: "demoted", Token: 99, Cause: "lost", Error: elector.ErrLeaseLost.Error()}, got[1])
-	assert.Equal(t, "lease-24", got[2].Lease)
-	assert.Equal(t, "lease-7", got[keptTransitions-1].Lease, "the oldest kept")
-	assert.False(t, got[0].At.Before(got[keptTransitions-1].At))
+// TestPageSourceList: the page lists the store's leases, a released one
+// as free, and says why it cannot list a store it does not know.
+func TestPageSourceList(t *testing.T) {
+	ctx := t.Context()
+	s, err := sqlitelease.Open(tempDB(t))
+	require.NoError(t, err)
+	defer s.Close()
+	held, err := s.TryAcquire(ctx, "held", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	freed, err := s.TryAcquire(ctx, "freed", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, freed))
+	ls, err := pageSource{store: s}.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, ls, 2)
+	assert.Equal(t, elector.Lease{Name: "freed"}, ls[0])
+	assert.True(t, held.Is(ls[1]), "%+v", ls[1])
+
+	_, err = pageSource{store: elector.NewMemoryStore()}.List(ctx)
+	assert.EqualError(t, err, "leaderd cannot list the leases of a *elector.MemoryStore")
 }

@@ -32,6 +32,15 @@ func Suspended() time.Duration {
 	return sleptSinceStart(true) + time.Duration(suspended.Load())
 }
 
+// SuspendedSoFar returns [Suspended] as [Now] reads it: a reading at most a
+// millisecond of running time old, so it may miss a suspend that has just
+// ended, never count one that has not happened, and costs no system call
+// when read often. A baseline for [Suspended] taken so shows a suspend it
+// missed as a change.
+func SuspendedSoFar() time.Duration {
+	return sleptSinceStart(false) + time.Duration(suspended.Load())
+}
+
 // Since returns the elapsed time since t, a reading of [Now].
 func Since(t time.Time) time.Duration { return Now().Sub(t) }
 

@@ -13,7 +13,7 @@
 //     holder's TTL (and its own), by its own clock, it passes that lease
 //     as observed, and takes it over;
 //   - a lease it holds: Renew (ErrLeaseLost if another worker took it over
-//     meanwhile), a short fenced write (Store.FencedLease with one INSERT
+//     meanwhile), a short fenced write (Store.Fenced for the bare lease, via leaseterm, with one INSERT
 //     into the table contender_writes), now and then Release, and rarely
 //     abandon it (as a crashed or paused leader would: no release, no
 //     renewal);
@@ -52,6 +52,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -70,13 +71,13 @@ type summary struct {
 	TakenOver int64    `json:"taken_over"` // of which the takeovers of a watched lease
 	Held      int64    `json:"held"`       // TryAcquire → ErrHeld
 	Renewed   int64    `json:"renewed"`    // Renew that extended the term
-	Lost      int64    `json:"lost"`       // Renew or FencedLease → ErrLeaseLost
+	Lost      int64    `json:"lost"`       // Renew or fenced write → ErrLeaseLost
 	Released  int64    `json:"released"`   // Release
 	Got       int64    `json:"got"`        // Get that found a live holder
 	NoLease   int64    `json:"no_lease"`   // Get → ErrNoLease
-	Written   int64    `json:"written"`    // FencedLease that committed
+	Written   int64    `json:"written"`    // fenced write that committed
 	Abandoned int64    `json:"abandoned"`  // held leases dropped without Release
-	StaleLost int64    `json:"stale_lost"` // Renew or FencedLease of an abandoned, superseded term → ErrLeaseLost
+	StaleLost int64    `json:"stale_lost"` // Renew or fenced write of an abandoned, superseded term → ErrLeaseLost
 	MaxOpNS   int64    `json:"max_op_ns"`  // slowest single operation
 	Busy      int64    `json:"busy"`       // errors that show SQLITE_BUSY or SQLITE_LOCKED
 	Other     int64    `json:"other"`      // unexpected errors that are not busy
@@ -262,7 +263,7 @@ func (w *worker) step() {
 		w.c.sum.Abandoned++
 		w.c.mu.Unlock()
 	case p < 450:
-		err := w.s.FencedLease(ctx, l, func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, l) })
+		err := w.s.Fenced(leaseterm.Context(ctx, l), func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, l) })
 		if w.c.record("fenced", time.Since(t0), err) {
 			w.ensured = true // committed, the CREATE TABLE with it
 		} else if errors.Is(err, elector.ErrLeaseLost) {
@@ -306,7 +307,7 @@ func (w *worker) stepStale(ctx context.Context) {
 		_, err = w.s.Renew(ctx, a.l, w.ttl)
 	} else {
 		op = "stale-fenced"
-		err = w.s.FencedLease(ctx, a.l, func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, a.l) })
+		err = w.s.Fenced(leaseterm.Context(ctx, a.l), func(ctx context.Context, tx *sql.Tx) error { return w.write(ctx, tx, a.l) })
 	}
 	if err == nil {
 		err = fmt.Errorf("lease %q token %d, abandoned %v ago with TTL %v and superseded, was still honoured", a.l.Name, a.l.Token, t0.Sub(a.at), w.ttl)

@@ -53,6 +53,7 @@ import (
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
 	"github.com/leaderaware/leaderaware/jobs"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
@@ -67,7 +68,8 @@ func main() {
 
 // writeFunc writes one row for the lease l inside a fenced transaction:
 // with the store's Fenced (the term that ctx carries), or, if zombie, with
-// FencedLease(l), which asks the database even after the term has ended.
+// Fenced for the bare lease l (via leaseterm), which asks the database
+// even after the term has ended.
 type writeFunc func(ctx context.Context, l elector.Lease, n int64, zombie bool) error
 
 func run() error {
@@ -307,7 +309,7 @@ func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeF
 			return sleep(ctx, hold)
 		}
 		if zombie {
-			return s.FencedLease(ctx, l, fn)
+			return s.Fenced(leaseterm.Context(ctx, l), fn)
 		}
 		return s.Fenced(ctx, fn)
 	}
@@ -351,7 +353,7 @@ func pgWriter(s *pglease.Store, table string, hold time.Duration) writeFunc {
 			return sleep(ctx, hold)
 		}
 		if zombie {
-			return s.FencedLease(ctx, l, fn)
+			return s.Fenced(leaseterm.Context(ctx, l), fn)
 		}
 		return s.Fenced(ctx, fn)
 	}

@@ -48,9 +48,9 @@ type Config struct {
 	RenewInterval time.Duration
 	// RetryInterval is how often a waiting candidate reads a held lease to
 	// see whether its holder still renews it, when it is not woken earlier
-	// (by a release, or by the end of its watch). Each wait is jittered
-	// between half of it and all of it. MinRetryInterval to MaxTTL; default
-	// 2s.
+	// (by a release, or by the end of its watch), and at most SafetyMargin(TTL)/2
+	// (see [LeaseElector.Campaign]). Each wait is jittered between half of it
+	// and all of it. MinRetryInterval to MaxTTL; default 2s.
 	RetryInterval time.Duration
 	// Holder names this candidate in the store. Candidates for one lease
 	// name must have different holders: two electors with one holder name

@@ -132,7 +132,8 @@ func TestThousandTermsRunOnFewGoroutines(t *testing.T) {
 		// 1,000 terms renewed 8 times each in chunks of up to 500, in
 		// windows of a quarter RenewInterval: about 5 windows per interval.
 		assert.LessOrEqual(t, holders.renewMany.Load()-renewMany0, int64(8*6*2))
-		assert.LessOrEqual(t, watchers.getMany.Load()-getMany0, int64(40*2+2), "one read of every watched lease per poll, at least a second apart, in 2 chunks")
+		// Polls every SafetyMargin(TTL)/2 = 750ms, jittered: at least 375ms apart.
+		assert.LessOrEqual(t, watchers.getMany.Load()-getMany0, int64(40000/375*2+2), "one read of every watched lease per poll, at least 375ms apart, in 2 chunks")
 		assert.EqualValues(t, n, watchers.acquires.Load(), "waiting candidates make no TryAcquire while the holders renew")
 		assert.Zero(t, watchers.gets.Load(), "a BulkReader is read in bulk only")
 		for i, term := range terms {
@@ -409,7 +410,8 @@ func (s *stuckReads) GetMany(ctx context.Context, names []string) ([]elector.Lea
 }
 
 // TestStuckReadDelaysTheWatchOneRetryInterval: a read that hangs is given
-// up after the RetryInterval, so the next poll finds a release.
+// up after the longer of the RetryInterval and SafetyMargin(TTL), so the
+// next poll finds a release.
 func TestStuckReadDelaysTheWatchOneRetryInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := elector.NewMemoryStore()
@@ -426,7 +428,7 @@ func TestStuckReadDelaysTheWatchOneRetryInterval(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		require.NoError(t, ta.Resign(t.Context())) // during the stuck read
 		tb := <-won
-		assert.LessOrEqual(t, time.Since(start), 2*cfg.RetryInterval, "the stuck read given up after RetryInterval, then one poll")
+		assert.LessOrEqual(t, time.Since(start), elector.SafetyMargin(cfg.TTL)+cfg.RetryInterval, "the stuck read given up after the margin, then one poll")
 		require.NoError(t, tb.Resign(t.Context()))
 	})
 }

@@ -99,15 +99,21 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 
 // Campaign implements [Elector]. It takes a free lease at once. While
 // another holder has the lease, it watches it, through one watch of every
-// lease the candidates of its Store wait on (read every RetryInterval, and
-// at once on the Store's [Notifier]), making no store calls of its own; once
-// it has seen the same Token and Version unchanged for the holder's TTL (and
-// at least its own), measured on its own clock from the first moment it saw
-// them, it takes the lease over with a compare-and-set on that state. Any
-// other state it is handed, and any state a failed compare-and-set returns,
-// older ones included, starts the watch again. The watch is kept across
-// calls to Campaign. Each store call is bounded by the trust window (TTL
-// minus TTL/10): an acquire that takes longer could not be trusted anyway.
+// lease the candidates of its Store wait on (read at least every
+// min(RetryInterval, SafetyMargin(TTL)/2), and at once on the Store's
+// [Notifier]), making no store calls of its own; once it has seen the same
+// Token and Version unchanged for the holder's TTL (and at least its own),
+// measured on its own clock from the first moment it saw them, it takes the
+// lease over with a compare-and-set on that state. Any other state it is
+// handed, and any state a failed compare-and-set returns, older ones
+// included, starts the watch again; so does a gap in its reads of the lease
+// (one that starts more than SafetyMargin(TTL) after the last successful
+// one, or none started within that margin when the watch would complete):
+// a rollback of the row inside the gap could hide the holder's renewals,
+// and the holder's next renewal after a rollback lands before the takeover
+// only if reads leave no longer gap. The watch is kept across calls to
+// Campaign. Each store call is bounded by the trust window (TTL minus
+// TTL/10): an acquire that takes longer could not be trusted anyway.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	var sub *subscription // from the first ErrHeld
 	defer func() {
@@ -125,6 +131,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	trust := e.cfg.TTL - SafetyMargin(e.cfg.TTL)
 	for {
 		observed, left := e.watched()
+		if left <= 0 && sub != nil && !sub.fresh() {
+			left = e.watchLease(observed, true) // reads failed up to now: a gap
+		}
 		if left > 0 {
 			observed = Lease{} // not watched long enough: take it only if free
 		}
@@ -152,7 +161,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.As(err, &held):
-			left = e.watchLease(held.Lease)
+			left = e.watchLease(held.Lease, false)
 		case errors.Is(err, ErrHeld):
 			// A store that does not say what it saw: nothing to watch.
 		default:
@@ -163,7 +172,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			e.observe(Event{Kind: EventCampaign, Result: ResultHeld})
 			seen, _ := e.watched()
 			if sub == nil {
-				sub = join(e).hub.subscribe(e.name, e.cfg.RetryInterval, trust, seen, nil)
+				sub = join(e).hub.subscribe(e.name, e.cfg.RetryInterval, e.cfg.TTL, seen, nil)
 			} else {
 				sub.saw(seen)
 			}
@@ -181,7 +190,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			} else {
 				timer.Reset(wait)
 			}
-			var states <-chan Lease
+			var states <-chan state
 			if sub != nil {
 				states = sub.states
 			}
@@ -194,7 +203,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 				if l.Token == 0 {
 					waiting = false // free
 				} else {
-					left = e.watchLease(l)
+					left = e.watchLease(l.Lease, l.restart)
 				}
 			}
 		}
@@ -202,14 +211,14 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 }
 
 // watchLease records that the candidate saw l now, starting a new watch if
-// l is any other state than the one it watches, and returns how long the
-// watch has left. An older state restarts it too: a row rolled back by a
-// standby failover or a restore shows one, and a watch that kept the newer
+// l is any other state than the one it watches or restart is set, and
+// returns how long the watch has left. An older state restarts it too: a
+// row rolled back by a standby failover or a restore shows one, and a watch that kept the newer
 // state would never succeed if the holder is dead. Since versions never
 // repeat, a restart can only delay a takeover.
-func (e *LeaseElector) watchLease(l Lease) time.Duration {
+func (e *LeaseElector) watchLease(l Lease, restart bool) time.Duration {
 	e.mu.Lock()
-	if w := e.watch.lease; l.Token != w.Token || l.Version != w.Version {
+	if restart || !same(l, e.watch.lease) {
 		e.watch = watch{lease: l, since: clock.Now()}
 	}
 	e.mu.Unlock()
@@ -241,9 +250,9 @@ func (e *LeaseElector) forget() {
 // each state whose Holder or Token differs from the last reported (a new
 // term, this candidate's own included), and with a Lease that has only
 // Name set when the lease becomes free. It follows the one watch of e's
-// Store (read every RetryInterval, and at once on the Store's [Notifier]
-// and on the terms this process acquires and resigns through it), making
-// no store calls of its own. fn runs on the watch's goroutine, one call at
+// Store (read at least every min(RetryInterval, SafetyMargin(TTL)/2), and
+// at once on the Store's [Notifier] and on the terms this process acquires
+// and resigns through it), making no store calls of its own. fn runs on the watch's goroutine, one call at
 // a time: it must return quickly and must not call stop. fn is never called
 // after stop returns. A nil fn watches nothing.
 func (e *LeaseElector) WatchLeader(fn func(Lease)) (stop func()) {
@@ -251,7 +260,7 @@ func (e *LeaseElector) WatchLeader(fn func(Lease)) (stop func()) {
 		return func() {}
 	}
 	rt := join(e)
-	sub := rt.hub.subscribe(e.name, e.cfg.RetryInterval, e.cfg.TTL-SafetyMargin(e.cfg.TTL), Lease{}, fn)
+	sub := rt.hub.subscribe(e.name, e.cfg.RetryInterval, e.cfg.TTL, Lease{}, fn)
 	return sync.OnceFunc(func() {
 		sub.stop()
 		rt.leave()

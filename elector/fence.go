@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// rollbackTimeout bounds the Rollback of a fenced write that was refused or
+// failed, which runs even once the write's context has ended.
+const rollbackTimeout = 5 * time.Second
+
 // FencedTx is a store's transaction for a fenced write, as [Fence] drives it.
 type FencedTx interface {
 	// Held returns nil if l is still the current, unreleased term of its
@@ -45,7 +49,9 @@ func Fence[T FencedTx](ctx context.Context, begin func(ctx context.Context, l Le
 	committed := false
 	defer func() {
 		if !committed {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_ = tx.Rollback(rctx)
 		}
 	}()
 	if err := tx.Held(ctx, l); err != nil {

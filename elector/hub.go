@@ -13,23 +13,44 @@ import (
 // that they make no store calls of their own.
 //
 // How it works: each waiting Campaign subscribes to its lease name. One loop
-// reads every subscribed name every RetryInterval (the shortest among the
-// subscribers, jittered), with one GetMany per maxBatch names when the Store
-// is a BulkReader and one Get each otherwise, and reads a name at once when
-// it is newly subscribed or the Store's Notifier asks. A Notifier's known
-// states are delivered as they come, and so is the free state of a term
+// reads every subscribed name at the shortest poll interval among the
+// subscribers (each min(RetryInterval, SafetyMargin(TTL)/2), jittered),
+// with one GetMany per maxBatch names when the Store is a BulkReader and one
+// Get each otherwise, and reads a name at once when it is newly subscribed
+// or the Store's Notifier asks. Each store call is bounded by the least,
+// among the subscribers, of the longer of RetryInterval and the margin
+// (SafetyMargin(TTL)), within the trust window: a read slower than the
+// RetryInterval delays the next poll, and the gap reset below keeps that
+// safe; one slower than the margin leaves a gap anyway. A Notifier's known
+// states are delivered as they come, and so are the terms acquired and
 // resigned through the same Store (see tell), which a Store without a
-// Notifier would otherwise show only at the next poll. Each subscriber gets the latest state
-// only, by one rule: a held state older, by (Token, Version), than a held
-// state already delivered for that name is dropped (a late read); a free
-// state is always delivered (a stale one costs one TryAcquire, a
-// compare-and-set), and the state a candidate's compare-and-set was
-// answered with counts as the newest, whatever its order. A subscriber is
-// not handed the state it already watches again. A leader watch
-// (LeaseElector.WatchLeader) subscribes too, for as long as it runs, the
-// term of its own elector included: the loop calls it, between reads, with
-// each change of holder or token, and a term acquired or resigned through
-// the Store is told to the hub at once (see tell).
+// Notifier would otherwise show only at the next poll. Each subscriber gets
+// the latest state only, by one rule: a held state older, by (Token,
+// Version), than a held state already delivered for that name is dropped (a
+// late read); a free state is always delivered (a stale one costs one
+// TryAcquire, a compare-and-set), and the state a candidate's
+// compare-and-set was answered with counts as the newest, whatever its
+// order. A subscriber is not handed the state it already watches again,
+// except as a restart:
+//
+// Gap reset (the rule is on Campaign): each subscription records the
+// clock.Now at the start of each successful read of its name (reads, not
+// known states); when a read starts more than the margin after
+// the last one, a subscriber whose state is unchanged is handed it again
+// with restart set, and its watch starts over. Campaign also asks fresh
+// before a watch completes, since reads that fail on deliver nothing. The
+// first read counts from the subscribe, just after the candidate's
+// compare-and-set was answered with the state: the read at once that
+// follows never restarts the watch, one delayed past the margin by failed
+// reads does.
+//
+// Leader watches (LeaseElector.WatchLeader) subscribe too, for as long as
+// they run, the term of their own elector included, and their reads follow
+// the same poll rules; they never take a lease over, so they need no gap
+// reset. The loop calls each, between reads, with each change of holder or
+// token. Reads are numbered: a read that began before the last known state
+// (a Notifier's or a tell) reports nothing unless it shows a newer held
+// state, since it would report a change and, at the next read, its undoing.
 type hub struct {
 	rt       *storeRuntime
 	bulk     BulkReader // the Store's, or nil
@@ -41,8 +62,12 @@ type hub struct {
 	looping bool
 	pending map[string]struct{} // names to read at once
 	all     bool                // read every name at once
-	reads   uint64              // reads planned so far
+	planned uint64              // reads planned so far
 	reports []report            // leader changes for the loop to report
+	// The context of the reads, ended when the last subscriber stops, so
+	// that its Campaign, which waits for the loop, waits for no read.
+	reads    context.Context
+	endReads context.CancelFunc
 }
 
 // report is a leader change for a leader watch (see subscription.report).
@@ -55,16 +80,21 @@ type report struct {
 type watchedName struct {
 	subs    map[*subscription]struct{}
 	newest  Lease  // the newest held state delivered
-	knownAt uint64 // hub.reads at the last Known change
+	knownAt uint64 // hub.planned at the last known state
 }
 
-// subscription is one waiting candidate's watch of its lease.
+// subscription is one waiting candidate's watch of its lease, or a leader
+// watch.
 type subscription struct {
-	h            *hub
-	name         string
-	every, bound time.Duration // its RetryInterval; the deadline of a read for it
-	states       chan Lease    // the latest state not yet received
-	seen         Lease         // the state it watches; guarded by h.mu
+	h      *hub
+	name   string
+	every  time.Duration // its poll interval
+	margin time.Duration // SafetyMargin of its TTL: the longest gap between reads
+	bound  time.Duration // the deadline of a read for it (see hub)
+	states chan state    // the latest state not yet received; nil for a leader watch
+	// Guarded by h.mu:
+	seen     Lease     // the state it watches
+	lastRead time.Time // the start of its name's last successful read
 
 	// A leader watch (see LeaseElector.WatchLeader) has report, which the
 	// loop calls with each change of holder or token, in order.
@@ -73,6 +103,13 @@ type subscription struct {
 	any      bool       // whether one was; guarded by h.mu
 	callMu   sync.Mutex // held while report runs
 	stopped  bool       // no more reports; guarded by callMu
+}
+
+// state is a state handed to a subscriber. restart is set when it is the
+// state the subscriber watches, handed again after a gap in the reads.
+type state struct {
+	Lease
+	restart bool
 }
 
 func (h *hub) init(rt *storeRuntime) {
@@ -84,13 +121,17 @@ func (h *hub) init(rt *storeRuntime) {
 	h.pending = map[string]struct{}{}
 }
 
-// subscribe starts a watch of name, read at least every `every`, each read
-// bounded by bound, by a candidate that watches seen, or, with a non-nil
-// report, a leader watch.
-func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease, report func(Lease)) *subscription {
-	sub := &subscription{h: h, name: name, every: every, bound: bound, seen: seen, report: report}
+// subscribe starts a watch of name, with the given RetryInterval and TTL,
+// by a candidate that watches seen, or, with a non-nil report, a leader
+// watch.
+func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, report func(Lease)) *subscription {
+	margin := SafetyMargin(ttl)
+	sub := &subscription{
+		h: h, name: name, every: min(retry, margin/2), margin: margin, bound: min(max(retry, margin), ttl-margin),
+		seen: seen, lastRead: clock.Now(), report: report,
+	}
 	if report == nil {
-		sub.states = make(chan Lease, 1)
+		sub.states = make(chan state, 1)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -102,6 +143,9 @@ func (h *hub) subscribe(name string, every, bound time.Duration, seen Lease, rep
 	w.subs[sub] = struct{}{}
 	w.answered(seen)
 	h.pending[name] = struct{}{}
+	if h.reads == nil || h.reads.Err() != nil {
+		h.reads, h.endReads = context.WithCancel(context.Background())
+	}
 	if !h.looping {
 		h.looping = true
 		h.rt.wg.Add(1)
@@ -132,18 +176,36 @@ func (sub *subscription) unsubscribe() {
 		delete(h.names, sub.name)
 		delete(h.pending, sub.name)
 		if len(h.names) == 0 {
+			h.endReads()
 			kick(h.kick)
 		}
 	}
 }
 
 // saw tells the hub the state the candidate watches now, learned from the
-// store's own answer (a TryAcquire's ErrHeld).
+// store's own answer (a TryAcquire's ErrHeld). A held state queued for the
+// candidate before that answer is dropped: it would restart the watch of the
+// current state, which the hub, having seen, would not hand it again.
 func (sub *subscription) saw(l Lease) {
 	sub.h.mu.Lock()
 	defer sub.h.mu.Unlock()
 	sub.seen = l
 	sub.h.names[sub.name].answered(l)
+	select {
+	case q := <-sub.states:
+		if q.Token == 0 || q.restart && same(q.Lease, l) {
+			sub.states <- q // a free state is taken at once; a restart still holds
+		}
+	default:
+	}
+}
+
+// fresh reports whether a read of the name started within the margin: a
+// watch may complete only then, since the reset of a gap needs a read.
+func (sub *subscription) fresh() bool {
+	sub.h.mu.Lock()
+	defer sub.h.mu.Unlock()
+	return clock.Since(sub.lastRead) <= sub.margin
 }
 
 // answered takes l, a held state the store answered a compare-and-set
@@ -166,12 +228,12 @@ func (h *hub) loop() {
 	var nextPoll time.Time
 	for {
 		h.report()
-		names, seq, bound, wait, ok := h.plan(&nextPoll)
+		ctx, names, seq, bound, wait, ok := h.plan(&nextPoll)
 		if !ok {
 			return
 		}
 		if len(names) > 0 {
-			h.read(names, seq, bound)
+			h.read(ctx, names, seq, bound)
 			continue
 		}
 		timer.Reset(wait)
@@ -197,18 +259,16 @@ func (h *hub) report() {
 	}
 }
 
-// plan returns the names to read now, the read's sequence number, and the
-// deadline of each store call
-// (the least RetryInterval and trust window of the subscribers: a read that
-// takes longer is stuck, and the next poll tries again), or how long to
-// wait for the next poll; false once there are no subscribers.
-func (h *hub) plan(nextPoll *time.Time) (names []string, seq uint64, bound, wait time.Duration, ok bool) {
+// plan returns the names to read now, the reads' context, the read's
+// sequence number and the deadline of each store call (see hub), or how
+// long to wait for the next poll; false once there are no subscribers.
+func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, seq uint64, bound, wait time.Duration, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.names) == 0 {
 		h.looping = false
 		h.reports = nil // of stopped watches
-		return nil, 0, 0, 0, false
+		return nil, nil, 0, 0, 0, false
 	}
 	var every time.Duration
 	for _, w := range h.names {
@@ -216,8 +276,8 @@ func (h *hub) plan(nextPoll *time.Time) (names []string, seq uint64, bound, wait
 			if every == 0 || sub.every < every {
 				every = sub.every
 			}
-			if b := min(sub.every, sub.bound); bound == 0 || b < bound {
-				bound = b
+			if bound == 0 || sub.bound < bound {
+				bound = sub.bound
 			}
 		}
 	}
@@ -237,17 +297,18 @@ func (h *hub) plan(nextPoll *time.Time) (names []string, seq uint64, bound, wait
 	clear(h.pending)
 	h.all = false
 	if len(names) > 0 {
-		h.reads++
+		h.planned++
 	}
-	return names, h.reads, bound, nextPoll.Sub(now), true
+	return h.reads, names, h.planned, bound, nextPoll.Sub(now), true
 }
 
 // read reads names and delivers their states, as read number seq. Each
-// store call is bounded by bound.
-func (h *hub) read(names []string, seq uint64, bound time.Duration) {
+// store call is bounded by bound, and ends with reads.
+func (h *hub) read(reads context.Context, names []string, seq uint64, bound time.Duration) {
 	if h.bulk == nil {
 		for _, name := range names {
-			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			start := clock.Now()
+			ctx, cancel := context.WithTimeout(reads, bound)
 			l, err := h.rt.store.Get(ctx, name)
 			cancel()
 			switch {
@@ -258,7 +319,7 @@ func (h *hub) read(names []string, seq uint64, bound time.Duration) {
 				continue // the next poll reads it again
 			}
 			h.mu.Lock()
-			h.deliver(name, l, seq)
+			h.deliver(name, l, seq, start)
 			h.mu.Unlock()
 		}
 		return
@@ -266,7 +327,8 @@ func (h *hub) read(names []string, seq uint64, bound time.Duration) {
 	for len(names) > 0 {
 		chunk := names[:min(len(names), maxBatch)]
 		names = names[len(chunk):]
-		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		start := clock.Now()
+		ctx, cancel := context.WithTimeout(reads, bound)
 		got, err := h.bulk.GetMany(ctx, chunk)
 		cancel()
 		if err != nil || len(got) != len(chunk) {
@@ -274,7 +336,7 @@ func (h *hub) read(names []string, seq uint64, bound time.Duration) {
 		}
 		h.mu.Lock()
 		for i, name := range chunk {
-			h.deliver(name, got[i], seq)
+			h.deliver(name, got[i], seq, start)
 		}
 		h.mu.Unlock()
 	}
@@ -286,7 +348,7 @@ func (h *hub) changed(c Change) {
 	defer h.mu.Unlock()
 	switch {
 	case c.Known:
-		h.deliver(c.Name, c.State, 0)
+		h.deliver(c.Name, c.State, 0, time.Time{})
 		if len(h.reports) > 0 {
 			kick(h.kick)
 		}
@@ -302,20 +364,33 @@ func (h *hub) changed(c Change) {
 	kick(h.kick)
 }
 
-// deliver hands l, a state of name from read number seq (0 for a Known
-// change), to its subscribers by the hub's rule (see hub), and queues a
-// report for each leader watch whose holder or token it changes. A read
-// that began before the last Known change is stale unless it shows a newer
-// held state: it is not reported, as it would report a change and, at the
-// next read, its undoing. h.mu is held.
-func (h *hub) deliver(name string, l Lease, seq uint64) {
+// deliver hands l, a state of name, to its subscribers by the hub's rule
+// (see hub), and queues a report for each leader watch whose holder or token
+// it changes. seq is the number of the read that returned l and start the
+// clock.Now it began at, or 0 and zero for a known state (a Notifier's or a
+// tell). h.mu is held.
+func (h *hub) deliver(name string, l Lease, seq uint64, start time.Time) {
 	w := h.names[name]
 	if w == nil {
 		return
 	}
+	var gap map[*subscription]bool
+	if !start.IsZero() {
+		for sub := range w.subs {
+			if start.Sub(sub.lastRead) > sub.margin {
+				if gap == nil {
+					gap = map[*subscription]bool{}
+				}
+				gap[sub] = true
+			}
+			sub.lastRead = start
+		}
+	}
+	// A read that began before the last known state is stale unless it
+	// shows a newer held state: leader watches are not told of it.
 	stale := seq != 0 && seq <= w.knownAt && (l.Token == 0 || !older(w.newest, l))
 	if seq == 0 {
-		w.knownAt = h.reads
+		w.knownAt = h.planned
 	}
 	if l.Token == 0 {
 		l = Lease{Name: name}
@@ -333,7 +408,8 @@ func (h *hub) deliver(name string, l Lease, seq uint64) {
 			}
 			continue
 		}
-		if sub.seen.Token == l.Token && sub.seen.Version == l.Version {
+		restart := same(sub.seen, l)
+		if restart && (l.Token == 0 || !gap[sub]) {
 			continue
 		}
 		sub.seen = l
@@ -341,9 +417,12 @@ func (h *hub) deliver(name string, l Lease, seq uint64) {
 		case <-sub.states: // drop the state it has not received
 		default:
 		}
-		sub.states <- l // never blocks: the buffer is empty and only the hub sends, under h.mu
+		sub.states <- state{l, restart} // never blocks: the buffer is empty and only the hub sends, under h.mu
 	}
 }
+
+// same reports whether a and b are one state: the same Token and Version.
+func same(a, b Lease) bool { return a.Token == b.Token && a.Version == b.Version }
 
 // older reports whether a is an older state than b by (Token, Version).
 func older(a, b Lease) bool {

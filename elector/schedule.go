@@ -30,8 +30,10 @@ const resumeRecheck = 100 * time.Millisecond
 // in chunks of up to maxBatch for one RenewMany each when the Store is a
 // BatchRenewer, else one Renew each. Up to renewWorkers goroutines run the
 // queue, so a hung call delays no other term's renewal; each call is
-// bounded by the least of its terms' RenewInterval and trust left. A term's
-// trust window is closed by its own timer (expiry), never by the loop.
+// bounded by the least RenewInterval among the Store's terms when it was
+// queued and by its own terms' trust left, so that calls that hang, as many
+// as there are workers, free one for any term in time. A term's trust window
+// is closed by its own timer (expiry), never by the loop.
 //
 // Go's timers stop during a suspend, while the trust window (clock.Now)
 // counts it, so the resume watch, one goroutine while there are terms,
@@ -50,10 +52,18 @@ type scheduler struct {
 	mu      sync.Mutex
 	terms   map[*leaseTerm]struct{}
 	looping bool
-	queue   [][]*leaseTerm
-	workers int
+	queue   []renewal
+	workers int // running work; busy of them are in a store call
+	busy    int
 	waker   *clock.Waker // the resume watch's, while there are terms
 	wakeAt  time.Time    // the Waker's deadline
+}
+
+// renewal is one queued store call: the terms it renews, and the least
+// RenewInterval among the Store's terms when it was queued.
+type renewal struct {
+	terms []*leaseTerm
+	every time.Duration
 }
 
 func (s *scheduler) init(rt *storeRuntime) {
@@ -150,9 +160,13 @@ func (s *scheduler) dispatch() (time.Duration, bool) {
 	}
 	now := clock.Now()
 	var soonest time.Time
+	var every time.Duration
 	for t := range s.terms {
 		if t.inFlight == nil && (soonest.IsZero() || t.next.Before(soonest)) {
 			soonest = t.next
+		}
+		if every == 0 || t.renewEvery < every {
+			every = t.renewEvery
 		}
 	}
 	if soonest.IsZero() {
@@ -170,16 +184,16 @@ func (s *scheduler) dispatch() (time.Duration, bool) {
 	}
 	if s.batch == nil {
 		for _, t := range due {
-			s.queue = append(s.queue, []*leaseTerm{t})
+			s.queue = append(s.queue, renewal{[]*leaseTerm{t}, every})
 		}
 	} else {
 		for len(due) > 0 {
 			n := min(len(due), maxBatch)
-			s.queue = append(s.queue, due[:n:n])
+			s.queue = append(s.queue, renewal{due[:n:n], every})
 			due = due[n:]
 		}
 	}
-	for s.workers < renewWorkers && s.workers < len(s.queue) {
+	for s.workers < renewWorkers && s.workers-s.busy < len(s.queue) {
 		s.workers++
 		s.rt.wg.Add(1)
 		go s.work()
@@ -190,16 +204,20 @@ func (s *scheduler) dispatch() (time.Duration, bool) {
 // work runs queued renewals until the queue is empty.
 func (s *scheduler) work() {
 	defer s.rt.wg.Done()
-	for {
+	for done := false; ; done = true {
 		s.mu.Lock()
+		if done {
+			s.busy--
+		}
 		if len(s.queue) == 0 {
 			s.workers--
 			s.mu.Unlock()
 			return
 		}
 		job := s.queue[0]
-		s.queue[0] = nil
+		s.queue[0] = renewal{}
 		s.queue = s.queue[1:]
+		s.busy++
 		s.mu.Unlock()
 		s.renew(job)
 		kick(s.kick)
@@ -207,11 +225,11 @@ func (s *scheduler) work() {
 }
 
 // renew renews the terms of one job in one store call.
-func (s *scheduler) renew(job []*leaseTerm) {
+func (s *scheduler) renew(job renewal) {
 	start := clock.Now()
-	terms := make([]*leaseTerm, 0, len(job))
-	bound := time.Duration(-1)
-	for _, t := range job {
+	terms := make([]*leaseTerm, 0, len(job.terms))
+	bound := job.every
+	for _, t := range job.terms {
 		trust := clock.Until(t.trustEnd())
 		if t.Err() != nil || trust <= 0 {
 			s.settle(t, time.Time{})
@@ -219,9 +237,7 @@ func (s *scheduler) renew(job []*leaseTerm) {
 			continue
 		}
 		terms = append(terms, t)
-		if d := min(t.renewEvery, trust); bound < 0 || d < bound {
-			bound = d
-		}
+		bound = min(bound, trust)
 	}
 	if len(terms) == 0 {
 		return
@@ -251,8 +267,12 @@ func (s *scheduler) renew(job []*leaseTerm) {
 		var l Lease
 		terr := err
 		if err == nil {
-			if l = got[i]; l.Token == 0 {
+			switch l = got[i]; {
+			case l.Token == 0:
 				terr = fmt.Errorf("renew lease %q token %d: %w", leases[i].Name, leases[i].Token, ErrLeaseLost)
+			case l.Name != leases[i].Name || l.Token != leases[i].Token:
+				// Another lease's result: it must not extend this term.
+				terr = fmt.Errorf("elector: %T.RenewMany returned lease %q token %d for lease %q token %d", s.rt.store, l.Name, l.Token, leases[i].Name, leases[i].Token)
 			}
 		}
 		s.renewed(t, start, l, terr)

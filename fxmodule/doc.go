@@ -36,9 +36,7 @@
 // Every line the library writes in the app goes to one logger, the app's
 // (see Config.Logger). Messages carry no time of their own: a record's time
 // is the handler's, so a JSON handler shows each handoff to the nanosecond.
-// fx's own lines go where fx.WithLogger sends them. The SQLite store's few
-// lines of its own (the file it opened, a file replaced) go to
-// [slog.Default]: sqlitelease takes no logger.
+// fx's own lines go where fx.WithLogger sends them.
 //
 // # Status, health and metrics
 //

@@ -1,9 +1,7 @@
 package fxmodule_test
 
 import (
-	"encoding/json"
-	"log/slog"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,37 +14,6 @@ import (
 	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 	"github.com/leaderaware/leaderaware/pglease"
 )
-
-// logBuffer keeps what a handler wrote.
-type logBuffer struct{ logbuf.Buffer }
-
-// records parses every line written as a JSON object.
-func (b *logBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	var recs []map[string]any
-	for line := range strings.Lines(b.String()) {
-		var rec map[string]any
-		require.NoErrorf(t, json.Unmarshal([]byte(line), &rec), "line %q", line)
-		recs = append(recs, rec)
-	}
-	return recs
-}
-
-// jsonLogger returns a logger with a JSON handler at Debug writing to a new
-// logBuffer.
-func jsonLogger() (*slog.Logger, *logBuffer) {
-	b := new(logBuffer)
-	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
-}
-
-// captureDefault makes slog.Default write JSON to a logBuffer until t ends.
-func captureDefault(t *testing.T) *logBuffer {
-	l, b := jsonLogger()
-	old := slog.Default()
-	slog.SetDefault(l)
-	t.Cleanup(func() { slog.SetDefault(old) })
-	return b
-}
 
 // messages returns the msg of each record.
 func messages(recs []map[string]any) []string {
@@ -79,13 +46,13 @@ func runLogged(t *testing.T, cfg fxmodule.Config, opts ...fx.Option) {
 // object whose time (the handler's) has sub-second resolution, and whose
 // message carries no time of the library's own.
 func TestModuleLogsToTheAppLogger(t *testing.T) {
-	def := captureDefault(t)
-	l, b := jsonLogger()
+	def := logbuf.CaptureDefault(t)
+	l, b := logbuf.JSONLogger()
 	before := time.Now()
 	runLogged(t, fxmodule.Config{Elector: fast}, fx.Supply(l))
 	after := time.Now()
 
-	recs := b.records(t)
+	recs := b.Records(t)
 	assert.Equal(t, []string{"elected", "demoted"}, messages(recs))
 	for _, r := range recs {
 		assert.Equal(t, "logged", r["lease"])
@@ -94,47 +61,66 @@ func TestModuleLogsToTheAppLogger(t *testing.T) {
 		assert.False(t, ts.Before(before.Truncate(time.Millisecond)) || ts.After(after), "time %v outside [%v, %v]", ts, before, after)
 		assert.NotEqual(t, ts.Truncate(time.Second), ts, "the time has a sub-second part: %v", r["time"])
 	}
-	assert.Empty(t, def.records(t), "nothing goes to slog.Default")
+	assert.Empty(t, def.Records(t), "nothing goes to slog.Default")
 }
 
 // TestModuleLoggerPrecedence: Config.Logger wins over the graph's
 // *slog.Logger, and without either the lines go to slog.Default.
 func TestModuleLoggerPrecedence(t *testing.T) {
 	t.Run("Config.Logger", func(t *testing.T) {
-		def := captureDefault(t)
-		graph, gb := jsonLogger()
-		configured, cb := jsonLogger()
+		def := logbuf.CaptureDefault(t)
+		graph, gb := logbuf.JSONLogger()
+		configured, cb := logbuf.JSONLogger()
 		runLogged(t, fxmodule.Config{Elector: fast, Logger: configured}, fx.Supply(graph))
-		assert.Equal(t, []string{"elected", "demoted"}, messages(cb.records(t)))
-		assert.Empty(t, gb.records(t))
-		assert.Empty(t, def.records(t))
+		assert.Equal(t, []string{"elected", "demoted"}, messages(cb.Records(t)))
+		assert.Empty(t, gb.Records(t))
+		assert.Empty(t, def.Records(t))
 	})
 	t.Run("slog.Default", func(t *testing.T) {
-		def := captureDefault(t)
+		def := logbuf.CaptureDefault(t)
 		runLogged(t, fxmodule.Config{Elector: fast})
-		assert.Equal(t, []string{"elected", "demoted"}, messages(def.records(t)))
+		assert.Equal(t, []string{"elected", "demoted"}, messages(def.Records(t)))
 	})
 }
 
-// TestModuleLogsPostgresToTheAppLogger: with PostgreSQL, the line that says
-// which store Module opened goes to the app's logger too.
-func TestModuleLogsPostgresToTheAppLogger(t *testing.T) {
-	dsn := pgDSN(t)
-	schema := pgSchema(t, dsn)
-	def := captureDefault(t)
-	l, b := jsonLogger()
+// TestModuleLogsStoreToTheAppLogger: the store's own lines (sqlitelease's
+// and pglease's) and the line that says which store Module opened go to
+// the app's logger too, and none to slog.Default.
+func TestModuleLogsStoreToTheAppLogger(t *testing.T) {
+	t.Run("SQLite", func(t *testing.T) {
+		path := dbPath(t)
+		recs := runStoreLogged(t, fxmodule.SQLite(path))
+		require.Equal(t, []string{"sqlitelease: opened the lease store", "fxmodule: opened the lease store", "elected", "demoted"}, messages(recs))
+		assert.Equal(t, path, recs[0]["path"])
+		assert.Equal(t, "sqlite", recs[1]["store"])
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		dsn := pgDSN(t)
+		recs := runStoreLogged(t, fxmodule.Postgres(dsn, pglease.WithSchema(pgSchema(t, dsn))))
+		// pglease's listener logs when it connects, at a time of its own.
+		recs = slices.DeleteFunc(recs, func(r map[string]any) bool { return r["msg"] == "pglease: release listener connected" })
+		require.Equal(t, []string{"fxmodule: opened the lease store", "elected", "demoted"}, messages(recs))
+		assert.Equal(t, "postgres", recs[0]["store"])
+	})
+}
+
+// runStoreLogged runs an app with Module on store and a LeaderJob "logged"
+// until its job has been elected, with a *slog.Logger in the graph, and
+// returns what that logger got; it asserts that slog.Default got nothing.
+func runStoreLogged(t *testing.T, store fxmodule.StoreConfig) []map[string]any {
+	t.Helper()
+	def := logbuf.CaptureDefault(t)
+	l, b := logbuf.JSONLogger()
 	inner := newCountingJob(nil)
 	app := fxtestNew(t,
 		fx.Supply(l),
-		fxmodule.Module(fxmodule.Config{Store: fxmodule.Postgres(dsn, pglease.WithSchema(schema)), Elector: fast}),
+		fxmodule.Module(fxmodule.Config{Store: store, Elector: fast}),
 		fx.Provide(func() testJob { return inner }),
 		fxmodule.LeaderJob[testJob]("logged"),
 	)
 	app.RequireStart()
 	require.Eventually(t, inner.running.Load, 5*time.Second, time.Millisecond, "the job should be elected")
 	app.RequireStop()
-	recs := b.records(t)
-	require.Equal(t, []string{"fxmodule: opened the lease store", "elected", "demoted"}, messages(recs))
-	assert.Equal(t, "postgres", recs[0]["store"])
-	assert.Empty(t, def.records(t), "nothing goes to slog.Default")
+	assert.Empty(t, def.Records(t), "nothing goes to slog.Default")
+	return b.Records(t)
 }

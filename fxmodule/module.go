@@ -29,7 +29,8 @@ type Config struct {
 	// Logger receives every line the library writes in the app: the store
 	// Module opened, each LeaderJob's elections, demotions and errors
 	// ([decorator.WithLogger], unless a LeaderJob's options set another),
-	// and the PostgreSQL store's listener. Nil takes the graph's
+	// and the lines of the store itself ([sqlitelease.WithLogger],
+	// [pglease.WithLogger]). Nil takes the graph's
 	// *slog.Logger if one is provided, else [slog.Default].
 	Logger *slog.Logger
 }

@@ -113,13 +113,14 @@ func concrete[S elector.Store](o *opened) (S, error) {
 // elector.Store without the store being opened.
 func electorStore(o *opened) (elector.Store, error) { return o.store, o.err }
 
-// openSQLite opens the SQLite store that s selects, for Module.
+// openSQLite opens the SQLite store that s selects, for Module, with
+// Module's logger.
 func openSQLite(lc fx.Lifecycle, s StoreConfig, log *moduleLogger) *opened {
 	path := s.path
 	if s.kind == defaultStore {
 		path = DefaultSQLitePath
 	}
-	st, err := NewSQLiteStore(lc, path)
+	st, err := NewSQLiteStore(lc, path, sqlitelease.WithLogger(log.l))
 	if err != nil {
 		return &opened{err: err}
 	}
@@ -143,14 +144,15 @@ func openPostgres(lc fx.Lifecycle, s StoreConfig, log *moduleLogger) *opened {
 	return &opened{store: st}
 }
 
-// NewSQLiteStore opens the SQLite lease file at path and, if lc is not nil,
-// appends an OnStop hook that closes it. Errors name the path. In
+// NewSQLiteStore opens the SQLite lease file at path with opts
+// ([sqlitelease.Open]) and, if lc is not nil, appends an OnStop hook that
+// closes it. Errors name the path. In
 // Kubernetes (the environment variable KUBERNETES_SERVICE_HOST is set) it
 // refuses [DefaultSQLitePath], however the path spells it: each pod would
 // have a file of its own, and every pod would lead. It is the constructor
 // behind [SQLite] and the default; without fx, pass a nil lc and Close the
 // store yourself.
-func NewSQLiteStore(lc fx.Lifecycle, path string) (*sqlitelease.Store, error) {
+func NewSQLiteStore(lc fx.Lifecycle, path string, opts ...sqlitelease.Option) (*sqlitelease.Store, error) {
 	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" && resolve(path) == resolve(DefaultSQLitePath) {
 		return nil, fmt.Errorf("fxmodule: running in Kubernetes (KUBERNETES_SERVICE_HOST is set) with the default SQLite lease file %q (%s): "+
 			"each pod gets its own file, so every pod would lead every job. "+
@@ -158,7 +160,7 @@ func NewSQLiteStore(lc fx.Lifecycle, path string) (*sqlitelease.Store, error) {
 			"in PostgreSQL (Config.Store: fxmodule.Postgres(dsn)), or in another store with fxmodule.WithStore, "+
 			"or, if every replica runs on one node, use fxmodule.SQLite with a file on a volume they all share", path, resolve(path))
 	}
-	s, err := sqlitelease.Open(path)
+	s, err := sqlitelease.Open(path, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fxmodule: lease store: %w", err)
 	}

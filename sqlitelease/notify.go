@@ -2,7 +2,6 @@ package sqlitelease
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -112,7 +111,7 @@ func (s *Store) wake() func(ctx context.Context) {
 	events, err := s.live.events()
 	if err != nil {
 		s.notify.warned.Do(func() {
-			slog.Warn("sqlitelease: cannot watch the liveness file; changes by other processes are seen every watch interval",
+			s.cfg.log().Warn("sqlitelease: cannot watch the liveness file; changes by other processes are seen every watch interval",
 				"interval", s.cfg.watchInterval, "err", err)
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +38,7 @@ var ErrNotWAL = errors.New("the database cannot use WAL journal mode")
 // reachable through a second path ([ErrSecondPath]), without WAL
 // ([ErrNotWAL]), with a newer schema ([ErrSchemaTooNew]) or a dropped
 // lease table, and on Linux a <path>-live file that is not its own. Open
-// logs the file's absolute path at Info level to [slog.Default].
+// logs the file's absolute path at Info level (see [WithLogger]).
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -87,7 +86,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if from < SchemaVersion {
 		attrs = append(attrs, "schema_version", SchemaVersion, "migrated_from", from)
 	}
-	slog.Info("sqlitelease: opened the lease store", attrs...)
+	cfg.log().Info("sqlitelease: opened the lease store", attrs...)
 	return s, nil
 }
 

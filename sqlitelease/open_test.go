@@ -1,13 +1,10 @@
 package sqlitelease_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -285,18 +283,34 @@ func TestBusyTimeoutSaturates(t *testing.T) {
 // TestOpenLogsPath: Open logs the absolute path of the file it uses at
 // Info, so that a relative path or a working directory is no mystery.
 func TestOpenLogsPath(t *testing.T) {
-	var buf bytes.Buffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
+	buf := logbuf.CaptureDefault(t)
 	dir := t.TempDir()
 	t.Chdir(dir)
 
 	openPath(t, "leases.db")
-	var rec map[string]any
-	require.NoError(t, json.Unmarshal(buf.Bytes(), &rec), "one JSON record: %s", buf.String())
-	assert.Equal(t, "INFO", rec["level"])
+	recs := buf.Records(t)
+	require.Len(t, recs, 1, "one record: %s", buf.String())
+	assert.Equal(t, "INFO", recs[0]["level"])
 	wd, err := filepath.EvalSymlinks(dir) // the working directory as the kernel has it
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(wd, "leases.db"), rec["path"])
+	assert.Equal(t, filepath.Join(wd, "leases.db"), recs[0]["path"])
+}
+
+// TestOpenLogsToWithLogger: with WithLogger, Open's line goes to that
+// logger and none to slog.Default; WithLogger(nil) keeps slog.Default.
+func TestOpenLogsToWithLogger(t *testing.T) {
+	def := logbuf.CaptureDefault(t)
+	l, buf := logbuf.JSONLogger()
+	path := filepath.Join(t.TempDir(), "leases.db")
+
+	openPath(t, path, sqlitelease.WithLogger(l))
+	recs := buf.Records(t)
+	require.Len(t, recs, 1, "one record: %s", buf.String())
+	assert.Equal(t, "sqlitelease: opened the lease store", recs[0]["msg"])
+	assert.Equal(t, path, recs[0]["path"])
+	assert.Empty(t, def.String(), "nothing goes to slog.Default")
+
+	openPath(t, path, sqlitelease.WithLogger(l), sqlitelease.WithLogger(nil))
+	assert.Len(t, def.Records(t), 1, "WithLogger(nil) logs to slog.Default")
+	assert.Len(t, buf.Records(t), 1)
 }

@@ -2,6 +2,7 @@ package sqlitelease
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -22,6 +23,7 @@ type config struct {
 	allowNetworkFS bool
 	busyTimeout    time.Duration
 	watchInterval  time.Duration
+	logger         *slog.Logger // nil: slog.Default when a line is written
 }
 
 func defaultConfig() config {
@@ -66,3 +68,19 @@ func WithWatchInterval(d time.Duration) Option { return watchInterval(d) }
 type watchInterval time.Duration
 
 func (o watchInterval) apply(c *config) { c.watchInterval = time.Duration(o) }
+
+// WithLogger sets where the store writes its lines (the file it opened, a
+// replaced file, a liveness file it cannot watch); nil means [slog.Default].
+func WithLogger(l *slog.Logger) Option { return loggerOption{l} }
+
+type loggerOption struct{ l *slog.Logger }
+
+func (o loggerOption) apply(c *config) { c.logger = o.l }
+
+// log returns the logger of the store's lines.
+func (c config) log() *slog.Logger {
+	if c.logger != nil {
+		return c.logger
+	}
+	return slog.Default()
+}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"time"
@@ -129,7 +128,7 @@ func (s *Store) reopen(ctx context.Context, changed error) error {
 	s.sides = sideFiles(s.real)
 	s.fileOK.Store(0)
 	s.notify.push(elector.Change{}) // its leases are marked held
-	slog.Warn("sqlitelease: the database file was replaced; the store ended its terms on the old file and opened the new one",
+	s.cfg.log().Warn("sqlitelease: the database file was replaced; the store ended its terms on the old file and opened the new one",
 		"path", s.abs, "ended_up_to_token", s.ended.Load())
 	return nil
 }

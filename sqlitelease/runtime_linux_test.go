@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -281,6 +283,28 @@ func TestFileRestoredAfterRecentCheck(t *testing.T) {
 	restore(t, saved, path)
 
 	requireHeld(t, s, "job", "b") // a placeholder: "job" is absent from the backup
+}
+
+// TestFileReplacedLogsToWithLogger: the line that says the Store followed
+// the path to a replaced file goes to the logger of WithLogger, not to
+// slog.Default.
+func TestFileReplacedLogsToWithLogger(t *testing.T) {
+	def := logbuf.CaptureDefault(t)
+	l, buf := logbuf.JSONLogger()
+	path := filepath.Join(t.TempDir(), "app.db")
+	s := openPath(t, path, sqlitelease.WithLogger(l))
+	saved := backup(t, s, path)
+
+	restore(t, saved, path)
+
+	require.NoError(t, s.Healthy(nil)) // which follows the path
+	var msgs []string
+	for _, rec := range buf.Records(t) {
+		msgs = append(msgs, rec["msg"].(string))
+	}
+	require.Equal(t, []string{"sqlitelease: opened the lease store",
+		"sqlitelease: the database file was replaced; the store ended its terms on the old file and opened the new one"}, msgs)
+	assert.Empty(t, def.String(), "nothing goes to slog.Default")
 }
 
 // TestFileRestoredDuringTerm restores a backup taken during the holder's

@@ -342,9 +342,10 @@ func holderOf(src Source) string {
 	return ""
 }
 
-// leasesJSON returns leases as JSON, with the jobs of snaps that wait for
-// each.
-func leasesJSON(leases []elector.Lease, snaps []decorator.Snapshot, holder string, now time.Time) []Lease {
+// Leases returns leases, read at now, as the page's JSON lists them (a
+// lease without Holder as free), without Waiting, which only a Source
+// knows.
+func Leases(leases []elector.Lease, now time.Time) []Lease {
 	out := make([]Lease, len(leases))
 	for i, l := range leases {
 		j := Lease{Name: l.Name, Free: l.Holder == ""}
@@ -356,12 +357,21 @@ func leasesJSON(leases []elector.Lease, snaps []decorator.Snapshot, holder strin
 				j.Renewed, j.Expires, j.Expired = &renewed, &expires, expires.Before(now)
 			}
 		}
+		out[i] = j
+	}
+	return out
+}
+
+// leasesJSON returns leases as JSON, with the jobs of snaps that wait for
+// each.
+func leasesJSON(leases []elector.Lease, snaps []decorator.Snapshot, holder string, now time.Time) []Lease {
+	out := Leases(leases, now)
+	for i := range out {
 		for _, s := range snaps {
-			if s.Lease == l.Name && !s.Leading {
-				j.Waiting = append(j.Waiting, Candidate{Job: s.Job, Holder: holder})
+			if s.Lease == out[i].Name && !s.Leading {
+				out[i].Waiting = append(out[i].Waiting, Candidate{Job: s.Job, Holder: holder})
 			}
 		}
-		out[i] = j
 	}
 	return out
 }

@@ -137,7 +137,8 @@ const statusHelp = `leaderd status prints who leads which job, one row per lease
 RENEWED and EXPIRES compare the clock of the host that wrote the lease with
 this one, for display only: no instance ever decides by them. etcd and MySQL
 tell nothing of a free lease: its HOLDER, TOKEN and VERSION are "-". With
--json, status prints the same leases as JSON.
+-json, status prints the leases as the status page's JSON (/leases) lists
+them.
 `
 
 // parseFlags parses and validates the daemon's flags. Usage and flag

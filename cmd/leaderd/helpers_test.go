@@ -370,13 +370,13 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // statusJSON runs `leaderd status -json` with store and returns its leases.
-func statusJSON(t *testing.T, store ...string) []leaseJSON {
+func statusJSON(t *testing.T, store ...string) []statuspage.Lease {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), append([]string{"status", "-json"}, store...), &stderr, &stdout); code != 0 {
 		t.Fatalf("leaderd status -json: exit code %d, stderr %q", code, stderr.String())
 	}
-	var out struct{ Leases []leaseJSON }
+	var out struct{ Leases []statuspage.Lease }
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "leaderd status -json printed:\n%s", stdout.String())
 	return out.Leases
 }

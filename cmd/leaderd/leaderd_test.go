@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/statuspage"
 )
 
 // validSignature reports whether header is the X-Signature that
@@ -119,26 +120,23 @@ func testTwoInstances(t *testing.T, opts func(holder string) options, store ...s
 		assert.Equal(t, token, passes[len(passes)-1], "the pass lines of %s should carry the leader's token", job)
 		assert.Empty(t, follower.rec.passTokens(job), "the follower of %s logged a pass", job)
 	}
-	// status -json and /leases on either instance list the same holders.
-	holders := func(ls []leaseJSON) map[string]string {
+	// status -json and /leases on either instance list the same holders and
+	// tokens, in the same JSON.
+	terms := func(ls []statuspage.Lease) map[string]string {
 		m := map[string]string{}
 		for _, l := range ls {
-			m[l.Name] = l.Holder
+			m[l.Name] = fmt.Sprintf("%s %d", l.Holder, l.Token)
 		}
 		return m
 	}
 	want := map[string]string{}
 	for _, row := range rows {
-		want[row[0]] = row[1]
+		want[row[0]] = row[1] + " " + row[2]
 	}
-	assert.Equal(t, want, holders(statusJSON(t, store...)), "status -json")
+	assert.Equal(t, want, terms(statusJSON(t, store...)), "status -json")
 	for _, in := range []*instance{a, b} {
 		page := leasesOf(t, in)
-		got := map[string]string{}
-		for _, l := range page.Leases {
-			got[l.Name] = l.Holder
-		}
-		assert.Equal(t, want, got, "/leases")
+		assert.Equal(t, want, terms(page.Leases), "/leases")
 		require.Len(t, page.Jobs, len(leases), "/leases jobs")
 		for _, j := range page.Jobs {
 			assert.Equal(t, in.rec.leads(j.Lease) == 1, j.Leading, "/leases: leading %s", j.Lease)
@@ -390,20 +388,24 @@ func TestPrintLeases(t *testing.T) {
 		"price-refresh  -       -      -        -        free\n", out.String())
 }
 
+// TestPrintJSON: status -json lists the leases as the status page's JSON
+// does: snake_case keys, tokens as strings, the TTL as a string and in
+// seconds, a released lease free with its name only, absent times left out.
 func TestPrintJSON(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var out strings.Builder
 	require.NoError(t, printJSON(&out, []leaseRow{
 		{Lease: elector.Lease{Name: "airdrop-expiry", Holder: "host-1", Token: 7, Version: 42, TTL: 3 * time.Second, Written: now.Add(-655 * time.Millisecond)}},
+		{Lease: elector.Lease{Name: "stale", Holder: "host-2", Token: 5, Version: 8, TTL: 1500 * time.Millisecond, Written: now.Add(-time.Minute)}},
 		{Lease: elector.Lease{Name: "webhook-retry", Holder: "host-1", Token: 3, Version: 9, TTL: 3 * time.Second, Written: now.Add(-time.Minute)}, Released: true},
 		{Lease: elector.Lease{Name: "price-refresh"}, Released: true},
 	}, now))
 	assert.JSONEq(t, `{"now": "2026-01-02T03:04:05Z", "leases": [
-		{"name": "airdrop-expiry", "holder": "host-1", "token": 7, "version": 42, "ttl_seconds": 3, "released": false,
-		 "written": "2026-01-02T03:04:04.345Z", "renewed_ago_seconds": 0.655, "renewed": "700ms ago", "expires": "in 2.3s"},
-		{"name": "webhook-retry", "holder": "host-1", "token": 3, "version": 9, "ttl_seconds": 3, "released": true,
-		 "written": "2026-01-02T03:03:05Z", "renewed_ago_seconds": null, "renewed": "-", "expires": "free"},
-		{"name": "price-refresh", "holder": "", "token": 0, "version": 0, "ttl_seconds": 0, "released": true,
-		 "renewed_ago_seconds": null, "renewed": "-", "expires": "free"}
+		{"name": "airdrop-expiry", "free": false, "holder": "host-1", "token": "7", "version": "42", "ttl": "3s", "ttl_seconds": 3,
+		 "renewed": "2026-01-02T03:04:04.345Z", "expires": "2026-01-02T03:04:07.345Z"},
+		{"name": "stale", "free": false, "holder": "host-2", "token": "5", "version": "8", "ttl": "1.5s", "ttl_seconds": 1.5,
+		 "renewed": "2026-01-02T03:03:05Z", "expires": "2026-01-02T03:03:06.5Z", "expired": true},
+		{"name": "webhook-retry", "free": true},
+		{"name": "price-refresh", "free": true}
 	]}`, out.String())
 }

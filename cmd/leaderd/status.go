@@ -8,13 +8,16 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/statuspage"
 )
 
 // statusUsage is the top of `leaderd status -h`; the flags follow it.
 const statusUsage = "Usage: leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN | -k8s namespace] [-json]\n\n" + statusHelp + "\nFlags:\n"
 
 // status runs `leaderd status [store flag] [-json]`: it prints the leases
-// as of now, as a table (see [printLeases]) or as JSON (see [leasesJSON]).
+// as of now, as a table (see [printLeases]) or as JSON (see [printJSON]).
 // It does not create a missing SQLite file.
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("leaderd status", flag.ContinueOnError)
@@ -104,52 +107,27 @@ func round(d time.Duration) string {
 	return max(d, 0).Round(100 * time.Millisecond).String()
 }
 
-// leaseJSON is a lease as `leaderd status -json` gives it.
-type leaseJSON struct {
-	Name string `json:"name"`
-	// Holder is the holder of the lease, or of a free lease its last
-	// holder; "" if the store does not say (a free lease on etcd or MySQL:
-	// Token and Version are then 0 too).
-	Holder     string  `json:"holder"`
-	Token      uint64  `json:"token"`
-	Version    uint64  `json:"version"`
-	TTLSeconds float64 `json:"ttl_seconds"`
-	Released   bool    `json:"released"`
-	// Written is the writer's clock at the last write; RenewedAgoSeconds
-	// compares it with this host's clock (for display only), and is null
-	// for a free lease.
-	Written           *time.Time `json:"written,omitempty"`
-	RenewedAgoSeconds *float64   `json:"renewed_ago_seconds"`
-	// Renewed and Expires are the RENEWED and EXPIRES cells of the status
-	// table.
-	Renewed string `json:"renewed"`
-	Expires string `json:"expires"`
-}
-
-// leasesJSON returns rows as JSON values, relative to now.
-func leasesJSON(rows []leaseRow, now time.Time) []leaseJSON {
-	out := make([]leaseJSON, len(rows))
-	for i, r := range rows {
-		l := leaseJSON{Name: r.Name, Holder: r.Holder, Token: r.Token, Version: r.Version, TTLSeconds: r.TTL.Seconds(), Released: r.Released}
-		if !r.Written.IsZero() {
-			l.Written = &r.Written
-		}
-		if !r.Released {
-			ago := max(now.Sub(r.Written), 0).Seconds()
-			l.RenewedAgoSeconds = &ago
-		}
-		l.Renewed, l.Expires = r.display(now)
-		out[i] = l
-	}
-	return out
-}
-
-// printJSON writes rows as a JSON object {"now": ..., "leases": [...]}.
+// printJSON writes rows, read at now, as a JSON object {"now": ...,
+// "leases": [...]}, whose leases are those of the status page's JSON
+// (statuspage.Lease).
 func printJSON(w io.Writer, rows []leaseRow, now time.Time) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
-		Now    time.Time   `json:"now"`
-		Leases []leaseJSON `json:"leases"`
-	}{now, leasesJSON(rows, now)})
+		Now    time.Time          `json:"now"`
+		Leases []statuspage.Lease `json:"leases"`
+	}{now, statuspage.Leases(pageLeases(rows), now)})
+}
+
+// pageLeases returns rows as the status page lists them: a released lease
+// with its name only, as free.
+func pageLeases(rows []leaseRow) []elector.Lease {
+	out := make([]elector.Lease, len(rows))
+	for i, r := range rows {
+		out[i] = r.Lease
+		if r.Released {
+			out[i] = elector.Lease{Name: r.Name}
+		}
+	}
+	return out
 }

@@ -130,8 +130,7 @@ type pageSource struct {
 // Holder names this instance on the page.
 func (p pageSource) Holder() string { return p.holder }
 
-// List lists every lease of the store; a released one with its name only,
-// as free.
+// List lists every lease of the store, as [pageLeases] gives them.
 func (p pageSource) List(ctx context.Context) ([]elector.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, leasesTimeout)
 	defer cancel()
@@ -139,14 +138,7 @@ func (p pageSource) List(ctx context.Context) ([]elector.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]elector.Lease, len(rows))
-	for i, r := range rows {
-		out[i] = r.Lease
-		if r.Released {
-			out[i] = elector.Lease{Name: r.Name}
-		}
-	}
-	return out, nil
+	return pageLeases(rows), nil
 }
 
 // probe serves check as a probe: 200 "ok", or 503 and the error.

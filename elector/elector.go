@@ -250,11 +250,11 @@ func (e *LeaseElector) forget() {
 // each state whose Holder or Token differs from the last reported (a new
 // term, this candidate's own included), and with a Lease that has only
 // Name set when the lease becomes free. It follows the one watch of e's
-// Store (read at least every min(RetryInterval, SafetyMargin(TTL)/2), and
-// at once on the Store's [Notifier] and on the terms this process acquires
-// and resigns through it), making no store calls of its own. fn runs on the watch's goroutine, one call at
-// a time: it must return quickly and must not call stop. fn is never called
-// after stop returns. A nil fn watches nothing.
+// Store (read at least every RetryInterval, and at once on the Store's
+// [Notifier] and on the terms this process acquires and resigns through
+// it), making no store calls of its own. fn runs on the watch's goroutine,
+// one call at a time: it must return quickly and must not call stop. fn is
+// never called after stop returns. A nil fn watches nothing.
 func (e *LeaseElector) WatchLeader(fn func(Lease)) (stop func()) {
 	if fn == nil {
 		return func() {}

@@ -45,9 +45,8 @@ import (
 // reads does.
 //
 // Leader watches (LeaseElector.WatchLeader) subscribe too, for as long as
-// they run, the term of their own elector included, and their reads follow
-// the same poll rules; they never take a lease over, so they need no gap
-// reset. The loop calls each, between reads, with each change of holder or
+// they run, the term of their own elector included; they never take a
+// lease over, so they poll every RetryInterval and need no gap reset. The loop calls each, between reads, with each change of holder or
 // token. Reads are numbered: a read that began before the last known state
 // (a Notifier's or a tell) reports nothing unless it shows a newer held
 // state, since it would report a change and, at the next read, its undoing.
@@ -127,10 +126,11 @@ func (h *hub) init(rt *storeRuntime) {
 func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, report func(Lease)) *subscription {
 	margin := SafetyMargin(ttl)
 	sub := &subscription{
-		h: h, name: name, every: min(retry, margin/2), margin: margin, bound: min(max(retry, margin), ttl-margin),
+		h: h, name: name, every: retry, margin: margin, bound: min(max(retry, margin), ttl-margin),
 		seen: seen, lastRead: clock.Now(), report: report,
 	}
-	if report == nil {
+	if report == nil { // a candidate: see the gap reset
+		sub.every = min(retry, margin/2)
 		sub.states = make(chan state, 1)
 	}
 	h.mu.Lock()

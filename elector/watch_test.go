@@ -202,8 +202,8 @@ func TestWatchLeaderIgnoresALateHeldRead(t *testing.T) {
 
 // TestWatchLeaderWhileLeadingCostsOneReadPerPoll: leaders that follow
 // their own leases cost their Store one GetMany per poll of its watch
-// (every min(RetryInterval, SafetyMargin(TTL)/2), jittered down to half of
-// it) for all of them together.
+// (every RetryInterval, jittered down to half of it: a leader watch never
+// takes a lease over) for all of them together.
 func TestWatchLeaderWhileLeadingCostsOneReadPerPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &peer{MemoryStore: elector.NewMemoryStore()}
@@ -220,7 +220,7 @@ func TestWatchLeaderWhileLeadingCostsOneReadPerPoll(t *testing.T) {
 		const span = 10 * time.Second
 		time.Sleep(span)
 		reads := s.getMany.Load() - before
-		every := min(fast.RetryInterval, elector.SafetyMargin(fast.TTL)/2)
+		every := fast.RetryInterval
 		t.Logf("%d GetMany in %v for 3 leases, polled every %v jittered", reads, span, every)
 		assert.GreaterOrEqual(t, reads, int64(span/every)-1)
 		assert.LessOrEqual(t, reads, int64(span/(every/2))+1)

@@ -155,5 +155,5 @@ func BenchmarkFenced(b *testing.B) {
 func BenchmarkFailover(b *testing.B) {
 	srv := startEtcd(b)
 	prefix := uniquePrefix()
-	storebench.Failover(b, releaseWatching{openStore(b, srv, WithPrefix(prefix))}, releaseWatching{openStore(b, srv, WithPrefix(prefix))}, 250*time.Millisecond)
+	storebench.Failover(b, openStore(b, srv, WithPrefix(prefix)), openStore(b, srv, WithPrefix(prefix)), 250*time.Millisecond)
 }

@@ -36,7 +36,7 @@ func BenchmarkClientCPU(b *testing.B) {
 		b.Cleanup(func() { _ = s.Close() })
 		return s
 	}
-	storebench.ClientCPU(b, releaseWatching{open()}, releaseWatching{open()}, serverCPU)
+	storebench.ClientCPU(b, open(), open(), serverCPU)
 }
 
 // startEtcdProcess runs an etcd member in a child process (see etcdMain),

@@ -16,7 +16,6 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/leaderaware/leaderaware/elector"
 )
 
 // etcdServer is an etcd member embedded in the test process: one member,
@@ -117,22 +116,6 @@ func testCtx(tb testing.TB) context.Context {
 
 // watchRunning reports whether s's watch runs.
 func watchRunning(s *Store) bool { return s.changes.Running() }
-
-// releaseWatching is a Store with the WatchRelease that storebench asks
-// for, made of Notify, until storebench follows the elector's Notifier.
-type releaseWatching struct{ *Store }
-
-func (s releaseWatching) WatchRelease(name string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	return ch, s.Notify(func(c elector.Change) {
-		if c.Name == "" || c.Name == name && (!c.Known || c.State.Token == 0) {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	})
-}
 
 // proxy forwards TCP connections from a loopback port to an etcd member,
 // and can cut them all, as a network failure or a member restart would.

@@ -24,34 +24,6 @@ import (
 // runs.
 const Leases = 100
 
-// ExpectState waits up to d for states to deliver the state of want (the
-// same Token and Version; the zero Lease for free), skipping other states,
-// and returns it. The state must name want's Holder, and for a term its
-// Name and TTL too. what names the step in the failure.
-func ExpectState(t *testing.T, states <-chan elector.Lease, want elector.Lease, d time.Duration, what string) elector.Lease {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		select {
-		case got := <-states:
-			if got.Token != want.Token || got.Version != want.Version {
-				continue
-			}
-			assert.Equal(t, want.Holder, got.Holder, what)
-			if want.Token != 0 {
-				assert.Equal(t, want.Name, got.Name, what)
-				assert.Equal(t, want.TTL, got.TTL, what)
-			}
-			return got
-		case <-deadline.C:
-			t.Fatalf("%s: the watcher did not deliver holder %q token %d version %d within %v",
-				what, want.Holder, want.Token, want.Version, d)
-			return elector.Lease{}
-		}
-	}
-}
-
 // Case is the store under test and the bounds its watcher promises.
 type Case[S counting.Watching] struct {
 	Candidates *counting.Store[S] // the store every candidate campaigns on

@@ -27,7 +27,7 @@ type FencedTx interface {
 // lease and the trust it has left, which also bounds ctx. Without a term it
 // returns an error matching [ErrNoTerm]; a refused write rolls back and
 // returns an error matching [ErrLeaseLost] (and the term's own error, if it
-// ended); fn's error rolls back and is returned as it is. Fence reports the
+// ended, also when begin or Held failed because of it); fn's error rolls back and is returned as it is. Fence reports the
 // outcome with [ObserveFenced]. Stores' Fenced methods call it.
 func Fence[T FencedTx](ctx context.Context, begin func(ctx context.Context, l Lease, trust time.Duration) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	t, ok := TermFromContext(ctx)
@@ -42,9 +42,17 @@ func Fence[T FencedTx](ctx context.Context, begin func(ctx context.Context, l Le
 	}
 	ctx, cancel := context.WithTimeout(ctx, trust)
 	defer cancel()
+	// A step that fails once the term no longer leads (its trust window
+	// closed, which ended ctx) is refused as such.
+	refused := func(err error) error {
+		if _, lerr := leads(t, l); lerr != nil {
+			return fmt.Errorf("%w (%v)", lerr, err)
+		}
+		return err
+	}
 	tx, err := begin(ctx, l, trust)
 	if err != nil {
-		return err
+		return refused(err)
 	}
 	committed := false
 	defer func() {
@@ -55,13 +63,13 @@ func Fence[T FencedTx](ctx context.Context, begin func(ctx context.Context, l Le
 		}
 	}()
 	if err := tx.Held(ctx, l); err != nil {
-		return err
+		return refused(err)
 	}
 	if err := fn(ctx, tx); err != nil {
 		return err
 	}
 	if err := tx.Held(ctx, l); err != nil {
-		return err
+		return refused(err)
 	}
 	if _, err := leads(t, l); err != nil {
 		return err

@@ -2,6 +2,7 @@ package pglease
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/leaderaware/leaderaware/elector"
 )
 
 // TestRenewManyLockedRowOutlastsCall proves that a fenced write on one
@@ -52,5 +55,41 @@ func TestRenewManyLockedRowOutlastsCall(t *testing.T) {
 	}
 	if err == nil {
 		assert.NotZero(t, got[n], "the locked term is still current: it must not be reported lost")
+	}
+}
+
+// TestLongFencedWriteEndsNoOtherTerm proves the consequence of the above
+// with the core: a fenced write on one lease that runs to the end of its
+// term's trust window (the longest Fence allows) ends that term, and must
+// end no other term the Store holds.
+func TestLongFencedWriteEndsNoOtherTerm(t *testing.T) {
+	f := newBulkFixture(t, 0)
+	cfg := elector.Config{TTL: 2 * time.Second, RenewInterval: 300 * time.Millisecond, Holder: "a"}
+	var terms [2]elector.Term
+	for i := range terms {
+		e, err := elector.New(f.s, fmt.Sprintf("long-fenced/%d", i), cfg)
+		require.NoError(t, err)
+		terms[i], err = e.Campaign(testCtx(t))
+		require.NoError(t, err)
+	}
+	busy, other := terms[0], terms[1]
+	t.Cleanup(func() {
+		_ = other.Resign(testCtx(t))
+		_ = busy.Resign(testCtx(t))
+	})
+	err := f.s.Fenced(elector.ContextWithTerm(testCtx(t), busy), func(ctx context.Context, _ pgx.Tx) error {
+		<-ctx.Done() // the end of busy's trust window
+		return ctx.Err()
+	})
+	require.Error(t, err)
+	select {
+	case <-busy.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the busy term outlived its trust window")
+	}
+	select {
+	case <-other.Done():
+		t.Fatalf("a long fenced write on %s ended the term of %s: %v", busy.Lease().Name, other.Lease().Name, other.Err())
+	case <-time.After(time.Second): // three RenewIntervals
 	}
 }

@@ -242,14 +242,20 @@ func (s *scheduler) renew(job []*leaseTerm) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	got, err := s.batch.RenewMany(ctx, leases)
 	cancel()
-	if err == nil && len(got) != len(terms) {
-		err = fmt.Errorf("elector: %T.RenewMany returned %d leases for %d terms", s.rt.store, len(got), len(terms))
+	if len(got) != len(terms) {
+		if err == nil {
+			err = fmt.Errorf("elector: %T.RenewMany returned %d leases for %d terms", s.rt.store, len(got), len(terms))
+		}
+		got = nil
 	}
 	for i, t := range terms {
 		var l Lease
 		terr := err
-		if err == nil {
-			if l = got[i]; l.Token == 0 {
+		if got != nil {
+			switch l = got[i]; {
+			case l.Token != 0:
+				terr = nil // renewed, even if another term of the call failed
+			case err == nil:
 				terr = fmt.Errorf("renew lease %q token %d: %w", leases[i].Name, leases[i].Token, ErrLeaseLost)
 			}
 		}

@@ -146,7 +146,7 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 		case err == nil:
 			out[i] = r
 		case !errors.Is(err, elector.ErrLeaseLost):
-			return nil, err
+			return out, err // with the terms renewed so far
 		}
 	}
 	return out, nil

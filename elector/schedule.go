@@ -260,19 +260,26 @@ func (s *scheduler) renew(job renewal) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	got, err := s.batch.RenewMany(ctx, leases)
 	cancel()
-	if err == nil && len(got) != len(terms) {
-		err = fmt.Errorf("elector: %T.RenewMany returned %d leases for %d terms", s.rt.store, len(got), len(terms))
+	if len(got) != len(terms) {
+		if err == nil {
+			err = fmt.Errorf("elector: %T.RenewMany returned %d leases for %d terms", s.rt.store, len(got), len(terms))
+		}
+		got = nil
 	}
 	for i, t := range terms {
 		var l Lease
 		terr := err
-		if err == nil {
+		if got != nil {
 			switch l = got[i]; {
-			case l.Token == 0:
+			case l.Token == 0 && err == nil:
 				terr = fmt.Errorf("renew lease %q token %d: %w", leases[i].Name, leases[i].Token, ErrLeaseLost)
+			case l.Token == 0:
+				// Not renewed by a call that failed: err stands.
 			case l.Name != leases[i].Name || l.Token != leases[i].Token:
 				// Another lease's result: it must not extend this term.
 				terr = fmt.Errorf("elector: %T.RenewMany returned lease %q token %d for lease %q token %d", s.rt.store, l.Name, l.Token, leases[i].Name, leases[i].Token)
+			default:
+				terr = nil // renewed, even if another term of the call failed
 			}
 		}
 		s.renewed(t, start, l, terr)

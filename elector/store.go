@@ -117,6 +117,8 @@ type BatchRenewer interface {
 	// would, in one call, and returns the new states in order, with the
 	// zero Lease for a term that is no longer current (where Renew returns
 	// ErrLeaseLost). An error leaves each term renewed or not, as a failed
-	// Renew would.
+	// Renew would; with it, a result of len(terms) may still report the
+	// terms renewed (its nonzero entries), so that one slow term costs the
+	// others nothing.
 	RenewMany(ctx context.Context, terms []Lease) ([]Lease, error)
 }

@@ -7,15 +7,17 @@
 //	e, err := elector.New(store, "price-refresh", elector.Config{})
 //
 // [Open] creates or migrates one lease table (public.leaderaware_leases by
-// default) and a version record next to it; when they are current it only
-// reads, so the runtime role needs no DDL privilege.
+// default) and, next to it, a version record and a token mark; when they are
+// current it only reads, so the runtime role needs no DDL privilege.
 //
 // # How it works
 //
 //   - No timestamp is compared: a row records its holder's TTL and a version
 //     that every write bumps (written_at is for display). New tokens and
 //     versions are floored at the server's clock in µs, so neither repeats
-//     after rows are deleted or rolled back.
+//     after rows are rolled back; tokens also exceed a mark, one row that
+//     each acquire and release raises in the same statement, so they never
+//     go back after rows are deleted or truncated, whatever the clock does.
 //   - Each lease operation is one autocommit statement on a pool of two
 //     connections that [Store.Pool]'s jobs never use, with nothing in the
 //     session, so reconnects and poolers are harmless. A connection whose

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
 // Defaults of the options.
@@ -44,7 +46,7 @@ func buildOptions(opts []Option) (options, error) {
 	if err := validIdent("schema", o.schema, maxIdentLen); err != nil {
 		return o, err
 	}
-	if err := validIdent("table", o.table, maxIdentLen-len(versionSuffix)); err != nil {
+	if err := validIdent("table", o.table, maxIdentLen-max(len(versionSuffix), len(pgsql.TokenSuffix))); err != nil {
 		return o, err
 	}
 	return o, nil

@@ -5,18 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
 // SchemaVersion is the lease table layout this pglease creates; [Open]
 // migrates older tables to it and refuses newer ones ([ErrSchemaTooNew]).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[v-1] takes the tables from version v-1 to version v. Each runs
 // in the schema transaction, after the advisory lock; %[1]s is the lease
-// table, quoted and schema-qualified. Append, never edit.
+// table, quoted and schema-qualified, and %[2]s its token mark table
+// ([pgsql.TokenTable]). Append, never edit. A migration that leaves the
+// lease columns as they were must be idempotent: when the version record
+// was lost, layoutVersion cannot tell whether it ran, and it runs again.
 var migrations = []string{
 	// 1: the lease table. Rows are never deleted, so tokens never go back.
 	`CREATE TABLE IF NOT EXISTS %[1]s (
@@ -45,6 +51,14 @@ var migrations = []string{
 		DROP COLUMN expires_at,
 		DROP COLUMN acquired_at,
 		DROP COLUMN renewed_at`,
+	// 3: the token mark, outside the lease rows so that it survives their
+	// loss; it starts at the largest token.
+	`CREATE TABLE IF NOT EXISTS %[2]s (
+		singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+		token     bigint  NOT NULL CHECK (token >= 0)
+	);
+	INSERT INTO %[2]s AS m (token) SELECT COALESCE(max(token), 0) FROM %[1]s
+	ON CONFLICT (singleton) DO UPDATE SET token = GREATEST(m.token, excluded.token)`,
 }
 
 // schemaLockKey is the advisory lock of every pglease schema creation.
@@ -98,7 +112,7 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 		return err
 	}
 	for next := v + 1; next <= SchemaVersion; next++ {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(migrations[next-1], s.table)); err != nil {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(migrations[next-1], s.table, pgsql.TokenTable(s.table))); err != nil {
 			return fmt.Errorf("migrate %s to schema version %d: %w", s.table, next, err)
 		}
 	}
@@ -137,11 +151,12 @@ func (s *Store) tableState(ctx context.Context, q interface {
 var layouts = [][]string{
 	1: {"name", "holder", "token", "expires_at", "acquired_at", "renewed_at"},
 	2: {"name", "holder", "token", "version", "ttl_us", "released", "written_at"},
+	3: {"name", "holder", "token", "version", "ttl_us", "released", "written_at"},
 }
 
 // layoutVersion returns the schema version of the lease table (0 when
-// there is none): the recorded one or, when the record was lost, the newest
-// layout it has. It refuses a version newer than this pglease's, a lease
+// there is none): the recorded one or, when the record was lost, the oldest
+// version with the newest layout it has. It refuses a version newer than this pglease's, a lease
 // table dropped while its record stayed, and a table without the lease
 // columns (an application's, or a version table, named by WithTable).
 func (s *Store) layoutVersion(st tables) (int, error) {
@@ -171,6 +186,9 @@ func (s *Store) layoutVersion(st tables) (int, error) {
 	if v == 0 { // the version record was lost: the newest layout it has
 		v = SchemaVersion
 		for v > 1 && missing(v) != "" {
+			v--
+		}
+		for v > 1 && slices.Equal(layouts[v-1], layouts[v]) {
 			v--
 		}
 	}

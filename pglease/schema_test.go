@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
 // TestOpenConcurrentFreshSchema proves that replicas starting together on a
@@ -123,25 +124,9 @@ func TestOpenRefusesMissingLeaseTable(t *testing.T) {
 // lease it observed.
 func TestMigrateFromVersion1(t *testing.T) {
 	schema := freshSchema(t)
-	conn := rawConn(t)
-	table := pgx.Identifier{schema, DefaultTable}.Sanitize()
-	vt := pgx.Identifier{schema, DefaultTable + versionSuffix}.Sanitize()
-	for _, sql := range []string{
-		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE " + vt + " (singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), version integer NOT NULL)",
-		"INSERT INTO " + vt + " (version) VALUES (1)",
-		fmt.Sprintf(migrations[0], table),
-		"INSERT INTO " + table + ` VALUES
-			('live', 'a', 7, now() + interval '15 s', now() - interval '1 h', now()),
-			('gone', 'b', 3, now() - interval '1 h', now() - interval '2 h', now() - interval '1 h 15 s')`,
-	} {
-		_, err := conn.Exec(testCtx(t), sql)
-		require.NoError(t, err, sql)
-	}
-	s := openStore(t, WithSchema(schema))
-	var v int
-	require.NoError(t, conn.QueryRow(testCtx(t), "SELECT version FROM "+vt).Scan(&v))
-	assert.Equal(t, SchemaVersion, v)
+	s := openMigrated(t, schema, 1, true, `
+		('live', 'a', 7, now() + interval '15 s', now() - interval '1 h', now()),
+		('gone', 'b', 3, now() - interval '1 h', now() - interval '2 h', now() - interval '1 h 15 s')`)
 
 	for _, want := range []elector.Lease{
 		{Name: "live", Holder: "a", Token: 7, Version: 1, TTL: 15 * time.Second},
@@ -161,6 +146,54 @@ func TestMigrateFromVersion1(t *testing.T) {
 		require.NoError(t, err, "a candidate that watched the migrated lease takes it over")
 		assert.Greater(t, l.Token, want.Token)
 	}
+}
+
+// TestMigrateFromVersion2 proves that the migration to the token mark
+// starts it at the largest token of the existing rows, so that a token
+// issued after they are lost still exceeds theirs; also when the version
+// record was lost, where Open cannot tell a version 2 table from a version 3
+// one by its columns.
+func TestMigrateFromVersion2(t *testing.T) {
+	for _, record := range []bool{true, false} {
+		t.Run(fmt.Sprintf("record=%v", record), func(t *testing.T) {
+			ahead := time.Now().Add(time.Hour).UnixMicro()
+			s := openMigrated(t, freshSchema(t), 2, record, fmt.Sprintf("('ahead', 'a', %d, 1, 15000000, true, now())", ahead))
+			_, err := rawConn(t).Exec(testCtx(t), "TRUNCATE "+s.Table())
+			require.NoError(t, err)
+			l, err := s.TryAcquire(testCtx(t), "ahead", "b", time.Minute, elector.Lease{})
+			require.NoError(t, err)
+			assert.Greater(t, l.Token, uint64(ahead), "a token issued after the migrated rows were lost went back")
+		})
+	}
+}
+
+// openMigrated makes the tables of schema version v in schema, with rows
+// (the VALUES of an INSERT) and, if record, v recorded; then it opens a
+// Store on them and checks that Open recorded SchemaVersion.
+func openMigrated(t *testing.T, schema string, v int, record bool, rows string) *Store {
+	conn := rawConn(t)
+	table := pgx.Identifier{schema, DefaultTable}.Sanitize()
+	vt := pgx.Identifier{schema, DefaultTable + versionSuffix}.Sanitize()
+	sqls := []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + vt + " (singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), version integer NOT NULL)",
+	}
+	for i := range v {
+		sqls = append(sqls, fmt.Sprintf(migrations[i], table, pgsql.TokenTable(table)))
+	}
+	sqls = append(sqls, "INSERT INTO "+table+" VALUES "+rows)
+	if record {
+		sqls = append(sqls, fmt.Sprintf("INSERT INTO %s (version) VALUES (%d)", vt, v))
+	}
+	for _, sql := range sqls {
+		_, err := conn.Exec(testCtx(t), sql)
+		require.NoError(t, err, sql)
+	}
+	s := openStore(t, WithSchema(schema))
+	var got int
+	require.NoError(t, conn.QueryRow(testCtx(t), "SELECT version FROM "+vt).Scan(&got))
+	assert.Equal(t, SchemaVersion, got)
+	return s
 }
 
 // TestOpenRefusesForeignTable proves that Open refuses, before it changes
@@ -207,7 +240,7 @@ func TestLayoutsMatchMigrations(t *testing.T) {
 	_, err := conn.Exec(testCtx(t), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
 	require.NoError(t, err)
 	for v := 1; v <= SchemaVersion; v++ {
-		_, err := conn.Exec(testCtx(t), fmt.Sprintf(migrations[v-1], table))
+		_, err := conn.Exec(testCtx(t), fmt.Sprintf(migrations[v-1], table, pgsql.TokenTable(table)))
 		require.NoError(t, err, "migration %d", v)
 		var cols []string
 		require.NoError(t, conn.QueryRow(testCtx(t), `SELECT ARRAY(SELECT attname::text FROM pg_attribute

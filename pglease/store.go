@@ -135,9 +135,12 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 	}
 	out := make([]elector.Lease, n)
 	for i, l := range terms {
-		r, ok := got[l.Name]
-		if ok && r.Token == l.Token {
+		if r, ok := got[l.Name]; ok && r.Token == l.Token {
 			out[i] = r
+		}
+	}
+	for i, l := range terms {
+		if out[i].Token != 0 {
 			continue
 		}
 		// Lost, or its row locked: Renew tells which, waiting for the lock.
@@ -146,7 +149,7 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 		case err == nil:
 			out[i] = r
 		case !errors.Is(err, elector.ErrLeaseLost):
-			return nil, err
+			return out, err // with the terms renewed so far
 		}
 	}
 	return out, nil

@@ -151,3 +151,26 @@ func TestWaitingAcquireOnlyReads(t *testing.T) {
 	_, err = s.TryAcquire(ctx, "held", "candidate", time.Minute, held)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the takeover, a write, waits for the table lock")
 }
+
+// TestTokensSurviveLostRowsAfterClockStep proves that a token is never
+// lowered when the lease rows are lost after the server's clock stepped
+// back: the last term's token was issued while the clock read an hour
+// ahead (the row is set to what that term left), then the table is
+// truncated; the next token must still exceed it (DESIGN: a high-water mark
+// outside the lease rows, not the clock alone).
+func TestTokensSurviveLostRowsAfterClockStep(t *testing.T) {
+	s := openStore(t, WithSchema(freshSchema(t)))
+	conn := rawConn(t)
+	l, err := s.TryAcquire(testCtx(t), "stepped", "a", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	ahead := int64(l.Token) + int64(time.Hour/time.Microsecond)
+	_, err = conn.Exec(testCtx(t), `UPDATE `+s.Table()+` SET token = $1, version = $1 WHERE name = 'stepped'`, ahead)
+	require.NoError(t, err)
+	l.Token = uint64(ahead)
+	require.NoError(t, s.Release(testCtx(t), l))
+	_, err = conn.Exec(testCtx(t), `TRUNCATE `+s.Table())
+	require.NoError(t, err)
+	next, err := s.TryAcquire(testCtx(t), "stepped", "b", time.Minute, elector.Lease{})
+	require.NoError(t, err)
+	assert.Greater(t, next.Token, uint64(ahead), "a token issued after the rows were lost went back")
+}

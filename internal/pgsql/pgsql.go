@@ -2,6 +2,8 @@
 // bench measures the very same text.
 package pgsql
 
+import "strings"
+
 // Statements are the lease statements on one lease table. Every statement
 // but GetMany, RenewMany and List takes the lease name as $1.
 type Statements struct {
@@ -20,8 +22,9 @@ type Statements struct {
 	// (true: the new term; false: the lease found held) and then holder,
 	// token, version, ttl_us and written_at, or no row if the compare-and-set
 	// found the row changed since the snapshot. The new token is larger than
-	// the last one and than the server's clock in microseconds; so is the
-	// new version, as in every write.
+	// the last one, than the server's clock in microseconds and than the
+	// token mark (see [TokenTable]), which it raises; the new version is
+	// larger than the last one and than the clock, as in every write.
 	Acquire string
 
 	// Renew records TTL $4 microseconds and bumps the version if holder $2
@@ -39,8 +42,9 @@ type Statements struct {
 	RenewMany string
 
 	// Release marks the lease of holder $2 and token $3 released and sends a
-	// NOTIFY on channel $4 with the lease name as payload; it returns the
-	// name, or no row if that term no longer holds the lease.
+	// NOTIFY on channel $4 with the lease name as payload, and raises the
+	// token mark to the term's token; it returns the name, or no row if that
+	// term no longer holds the lease.
 	Release string
 
 	// Fence, inside a fenced transaction, returns true and locks the lease
@@ -64,6 +68,30 @@ type Statements struct {
 // rows were rolled back (a failover to a standby that lagged, a restore).
 const nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
+// TokenSuffix names the token mark table after the lease table.
+const TokenSuffix = "_tokens"
+
+// TokenTable returns the quoted name of the token mark of table, quoted as
+// For takes it: a one-row table at least as large as every token issued,
+// outside the lease rows so that no token goes back when they are lost
+// (DELETE, TRUNCATE) after the server's clock stepped back.
+func TokenTable(table string) string {
+	if strings.HasSuffix(table, `"`) {
+		return strings.TrimSuffix(table, `"`) + TokenSuffix + `"`
+	}
+	return table + TokenSuffix
+}
+
+// raiseMark is a CTE that raises the token mark of table to the token of
+// each row of the CTE from; row locks are taken lease row first, mark
+// second, in every statement, so they cannot deadlock.
+func raiseMark(table, from string) string {
+	return `mark AS (
+	INSERT INTO ` + TokenTable(table) + ` AS m (token) SELECT token FROM ` + from + `
+	ON CONFLICT (singleton) DO UPDATE SET token = GREATEST(m.token, excluded.token)
+)`
+}
+
 // For returns the statements on table, a quoted and schema-qualified name
 // such as pglease's Store.Table returns.
 func For(table string) Statements {
@@ -73,13 +101,14 @@ func For(table string) Statements {
 	SELECT holder, token, version, ttl_us, written_at, released FROM ` + table + ` WHERE name = $1
 ), won AS (
 	INSERT INTO ` + table + ` AS l (name, holder, token, version, ttl_us, released, written_at)
-	SELECT $1, $2::text, ` + nowMicros + `, ` + nowMicros + `, $3::bigint, false, now()
+	SELECT $1, $2::text, GREATEST(` + nowMicros + `, (SELECT token + 1 FROM ` + TokenTable(table) + `)), ` + nowMicros + `,
+		$3::bigint, false, now()
 	WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT released AND NOT (token = $4 AND version = $5))
 	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = GREATEST(l.token + 1, excluded.token),
 		version = GREATEST(l.version + 1, excluded.version), ttl_us = excluded.ttl_us, released = false, written_at = excluded.written_at
 	WHERE l.released OR (l.token = $4 AND l.version = $5)
 	RETURNING holder, token, version, ttl_us, written_at
-)
+), ` + raiseMark(table, "won") + `
 SELECT true, holder, token, version, ttl_us, written_at FROM won
 UNION ALL
 SELECT false, holder, token, version, ttl_us, written_at FROM cur
@@ -99,8 +128,8 @@ RETURNING l.name, l.holder, l.token, l.version, l.ttl_us, l.written_at`,
 		Release: `WITH released AS (
 	UPDATE ` + table + ` SET released = true, version = GREATEST(version + 1, ` + nowMicros + `), written_at = now()
 	WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released
-	RETURNING name
-)
+	RETURNING name, token
+), ` + raiseMark(table, "released") + `
 SELECT released.name FROM released, LATERAL pg_notify($4, released.name)`,
 		Fence: `SELECT true FROM ` + table + `
 WHERE name = $1 AND holder = $2 AND token = $3 AND NOT released FOR SHARE`,

@@ -103,6 +103,11 @@ func TestGetMany(t *testing.T) {
 	one, err := s.Get(ctx, "a")
 	require.NoError(t, err)
 	assert.Equal(t, one, got[3], "as Get reads it")
+	for i, name := range []string{"c", "never", "b", "a"} { // one name takes its own statement
+		single, err := s.GetMany(ctx, []string{name})
+		require.NoError(t, err)
+		assert.Equal(t, got[i], single[0], name)
+	}
 
 	none, err := s.GetMany(ctx, nil)
 	require.NoError(t, err)
@@ -130,6 +135,9 @@ func TestGetManyHolderGone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, elector.Lease{Name: "job"}, got[0], "its holder is gone")
 	assert.Equal(t, held.Token, got[1].Token, "its holder lives")
+	single, err := w.GetMany(bg(t), []string{"job"})
+	require.NoError(t, err)
+	assert.Equal(t, got[:1], single, "read alone")
 	l, err := w.TryAcquire(bg(t), "job", "w", 15*time.Second, elector.Lease{})
 	require.NoError(t, err, "a lease GetMany reports free is taken at once")
 	assert.Equal(t, "w", l.Holder)

@@ -56,6 +56,11 @@ func TestRenewMany(t *testing.T) {
 	one, err := s.RenewMany(ctx, []elector.Lease{got[3]})
 	require.NoError(t, err)
 	assert.Greater(t, one[0].Version, got[3].Version)
+	for _, l := range []elector.Lease{older, other, released} {
+		one, err := s.RenewMany(ctx, []elector.Lease{l})
+		require.NoError(t, err)
+		assert.Equal(t, elector.Lease{}, one[0], "%s of %s token %d is not current", l.Name, l.Holder, l.Token)
+	}
 	none, err := s.RenewMany(ctx, nil)
 	require.NoError(t, err)
 	assert.Empty(t, none)

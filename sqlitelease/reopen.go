@@ -46,7 +46,10 @@ ON CONFLICT (name) DO NOTHING`
 // longestTTLSQL reads the longest TTL of the file's leases, in ms.
 const longestTTLSQL = `SELECT coalesce(max(ttl_ms), 1) FROM ` + leaseTable
 
-const fileHighSQL = `SELECT coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0)`
+// fileHighSQL reads the file's high-water mark and the mark it was restored
+// below (0 if it never was: placeholderSQL then inserts nothing).
+const fileHighSQL = `SELECT coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + highWaterKey + `'), 0),
+	coalesce((SELECT value FROM ` + metaTable + ` WHERE key = '` + restoredKey + `'), 0)`
 
 // restoreFile marks the rows of the file on lc held if its mark is below
 // floor and others says that another Store may run a term of the old file,
@@ -54,8 +57,8 @@ const fileHighSQL = `SELECT coalesce((SELECT value FROM ` + metaTable + ` WHERE 
 // The caller holds the write lock.
 func restoreFile(ctx context.Context, lc *leaseConn, floor int64, others func() bool, name string, ttlMs int64) (bool, error) {
 	now := clock.Wall().UnixMilli()
-	var high int64
-	if err := lc.conn.QueryRowContext(ctx, fileHighSQL).Scan(&high); err != nil {
+	var high, below int64
+	if err := lc.fileHigh.QueryRowContext(ctx).Scan(&high, &below); err != nil {
 		return false, err
 	}
 	marked := high < floor && others()
@@ -69,10 +72,10 @@ func restoreFile(ctx context.Context, lc *leaseConn, floor int64, others func() 
 			}
 		}
 	}
-	if name == "" {
+	if name == "" || (below <= 0 && !marked) {
 		return marked, nil
 	}
-	res, err := lc.conn.ExecContext(ctx, placeholderSQL, name, ttlMs, now)
+	res, err := lc.placeholder.ExecContext(ctx, name, ttlMs, now)
 	if err != nil {
 		return false, err
 	}

@@ -83,7 +83,9 @@ var ErrFileChanged = errors.New("the database file was deleted, replaced or trun
 type leaseConn struct {
 	conn                                  *sql.Conn
 	acquire, getMany, renewBatch, release *sql.Stmt
+	getOne, renewOne                      *sql.Stmt // getMany and renewBatch of one: no JSON to build and parse
 	begin, commit, rollback               *sql.Stmt // of the transaction of Store.issue
+	fileHigh, placeholder                 *sql.Stmt // of restoreFile
 }
 
 func newLeaseConn(ctx context.Context, db *sql.DB) (*leaseConn, error) {
@@ -107,7 +109,9 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 	}{
 		{&lc.acquire, sqlitesql.Acquire}, {&lc.getMany, getManySQL},
 		{&lc.renewBatch, sqlitesql.RenewBatch}, {&lc.release, sqlitesql.Release},
+		{&lc.getOne, sqlitesql.GetLive}, {&lc.renewOne, sqlitesql.Renew},
 		{&lc.begin, "BEGIN IMMEDIATE"}, {&lc.commit, "COMMIT"}, {&lc.rollback, "ROLLBACK"},
+		{&lc.fileHigh, fileHighSQL}, {&lc.placeholder, placeholderSQL},
 	} {
 		err := retryBusy(ctx, func() (err error) {
 			*p.stmt, err = lc.conn.PrepareContext(ctx, p.sql)
@@ -122,7 +126,7 @@ func (lc *leaseConn) prepare(ctx context.Context) error {
 
 func (lc *leaseConn) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{lc.acquire, lc.getMany, lc.renewBatch, lc.release, lc.begin, lc.commit, lc.rollback} {
+	for _, st := range []*sql.Stmt{lc.acquire, lc.getMany, lc.renewBatch, lc.release, lc.getOne, lc.renewOne, lc.begin, lc.commit, lc.rollback, lc.fileHigh, lc.placeholder} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -441,6 +445,16 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 			return nil
 		}
 		s.markRecorded()
+		if len(current) == 1 {
+			l, version := terms[current[0]], int64(0)
+			rows, err := lc.renewOne.QueryContext(ctx, l.Name, l.Holder, sqlInt(l.Token), millisUp(l.TTL), written, liveFile, liveOffset)
+			if err = scanOne(rows, err, &version); err == nil {
+				renewed(current[0], version)
+			} else if errors.Is(err, sql.ErrNoRows) {
+				return nil // no longer current
+			}
+			return err
+		}
 		rows, err := lc.renewBatch.QueryContext(ctx, renewBatchArg(terms, current), written, liveFile, liveOffset)
 		if err != nil {
 			return err
@@ -590,8 +604,14 @@ func (s *Store) GetMany(ctx context.Context, names []string) ([]elector.Lease, e
 // leases reads the leases names (the zero Lease but for Name if free), and
 // their holders' liveness records.
 func (lc *leaseConn) leases(ctx context.Context, names []string) ([]elector.Lease, []holderID, error) {
-	arg, _ := json.Marshal(names)                          // strings always encode
-	rows, err := lc.getMany.QueryContext(ctx, string(arg)) // text: a blob would be JSONB
+	var rows *sql.Rows
+	var err error
+	if len(names) == 1 {
+		rows, err = lc.getOne.QueryContext(ctx, names[0])
+	} else {
+		arg, _ := json.Marshal(names)                         // strings always encode
+		rows, err = lc.getMany.QueryContext(ctx, string(arg)) // text: a blob would be JSONB
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -608,7 +628,11 @@ func (lc *leaseConn) leases(ctx context.Context, names []string) ([]elector.Leas
 			liveFile                     sql.NullString
 			liveOffset                   sql.NullInt64
 		)
-		if err := rows.Scan(&i, &l.Holder, &token, &version, &ttl, &written, &liveFile, &liveOffset); err != nil {
+		dest := []any{&i, &l.Holder, &token, &version, &ttl, &written, &liveFile, &liveOffset}
+		if len(names) == 1 {
+			dest = dest[1:] // GetLive has no index column
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, nil, err
 		}
 		l.Name, l.Token, l.Version, l.TTL, l.Written = names[i], uint64(token), uint64(version), fromMillis(ttl), time.UnixMilli(written)

@@ -68,6 +68,9 @@ func ignoreClients() []goleak.Option {
 		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
 		// the API server's wait for a fresh watch cache, which ends on its own
 		goleak.IgnoreAnyFunction("k8s.io/apiserver/pkg/storage/cacher.(*watchCache).waitUntilFreshLocked.func2"),
+		// the API server's merge of its OpenAPI documents after a request,
+		// which ends on its own (seen runnable at the check on a loaded machine)
+		goleak.IgnoreAnyFunction("k8s.io/kube-openapi/pkg/cached.(*listMerger[...]).prepareResultsLocked.gowrap1"),
 	}
 }
 

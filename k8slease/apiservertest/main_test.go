@@ -63,6 +63,9 @@ func ignoreClients() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*serverConn).serve"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*serverConn).readFrames"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*serverConn).writeFrameAsync"),
+		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),

@@ -8,7 +8,9 @@
 //
 // [Open] creates or migrates one lease table (public.leaderaware_leases by
 // default) and, next to it, a version record and a token mark; when they are
-// current it only reads, so the runtime role needs no DDL privilege.
+// current it only reads, so the runtime role needs no DDL privilege, only
+// SELECT, INSERT and UPDATE on the lease table and on the token mark
+// (<table>_tokens).
 //
 // # How it works
 //

@@ -2,7 +2,6 @@ package mysqllease
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
@@ -13,61 +12,23 @@ import (
 // released (through any Store), and if so asks for every lease to be read
 // again.
 func (s *Store) Notify(changed func(elector.Change)) (stop func()) {
-	sub := &changed
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return func() {}
-	}
-	s.subs[sub] = struct{}{}
-	if s.stopPoll == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.poll(ctx)
-		}()
-		s.stopPoll = func() { cancel(); <-done }
-	}
-	return sync.OnceFunc(func() { s.unsubscribe(sub) })
-}
-
-// unsubscribe removes sub (nil: every one, at Close) and, with the last
-// one, stops the poll and waits for it.
-func (s *Store) unsubscribe(sub *func(elector.Change)) {
-	s.mu.Lock()
-	if sub == nil {
-		clear(s.subs)
-	}
-	delete(s.subs, sub)
-	var stopPoll func()
-	if len(s.subs) == 0 {
-		stopPoll, s.stopPoll = s.stopPoll, nil
-	}
-	s.mu.Unlock()
-	if stopPoll != nil {
-		stopPoll()
-	}
+	return s.changes.Notify(changed)
 }
 
 // pollTimeout bounds one read of the table's mark.
 const pollTimeout = 5 * time.Second
 
 // poll reads the table's mark (sqlMark) every interval until ctx ends, and
-// asks the subscribers (under s.mu: none whose stop has returned) to read
-// every lease when it moved, or on the first read since a start or error.
-func (s *Store) poll(ctx context.Context) {
+// sends a request to read every lease when it moved, or on the first read
+// since a start or error.
+func (s *Store) poll(ctx context.Context, send func(elector.Change)) {
 	ticker := time.NewTicker(s.opts.pollInterval)
 	defer ticker.Stop()
 	var last string // "" before the first read and after a failed one
 	for {
 		m, err := s.readMark(ctx)
 		if err == nil && m != last {
-			s.mu.Lock()
-			for sub := range s.subs {
-				(*sub)(elector.Change{})
-			}
-			s.mu.Unlock()
+			send(elector.Change{})
 		}
 		last = m
 		select {

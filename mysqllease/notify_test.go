@@ -113,9 +113,7 @@ func TestPollLifetime(t *testing.T) {
 	s, err := Open(testCtx(t), testDSN(t), WithTable(freshTable(t)))
 	require.NoError(t, err)
 	polling := func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.stopPoll != nil
+		return s.changes.Running()
 	}
 	require.False(t, polling(), "no poll before the first Notify")
 	first := make(chan elector.Change, 1)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // Connection timeouts that [Open] sets when the DSN does not, so that a dead
@@ -93,8 +93,8 @@ func newStore(ctx context.Context, leases *leasePool, jobs *sql.DB, owns bool, o
 		versionTable: quote(o.table + versionSuffix),
 		target:       target,
 		secret:       secret,
-		subs:         make(map[*func(elector.Change)]struct{}),
 	}
+	s.changes = fanout.New(s.poll)
 	s.prepareSQL()
 	err := leases.do(ctx, func(q querier) error {
 		if err := checkSession(ctx, q); err != nil {
@@ -245,7 +245,7 @@ func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.unsubscribe(nil)
+		s.changes.Close()
 		err = s.leases.close()
 		if s.owns {
 			err = errors.Join(err, s.jobs.Close())

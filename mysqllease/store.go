@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // Store is an [elector.Store] on one MySQL or MariaDB lease table, which
@@ -38,9 +39,7 @@ type Store struct {
 	sqlGetMany                                                  string // ends in "IN (": the names follow
 	sqlMark                                                     string
 
-	mu       sync.Mutex                         // guards subs and stopPoll
-	subs     map[*func(elector.Change)]struct{} // the active Notify calls
-	stopPoll func()                             // stops the running poll, if any
+	changes *fanout.Source // Notify's callers and the poll that wakes them
 
 	closed    atomic.Bool
 	closeOnce sync.Once

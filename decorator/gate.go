@@ -66,11 +66,21 @@ func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term
 	if started {
 		bo.reset()
 	}
+	var yield <-chan struct{}
+	if y, ok := term.(elector.Yielder); ok {
+		yield = y.Yield()
+	}
 	select {
 	case <-term.Done():
 		// Lost, expired, or ended by the start watchdog: stop the job with a
 		// fresh context and campaign again at once.
 		d.end(tctx, r, term, started, stopRequest{ctx: base, deadline: time.Now().Add(d.stopTimeout)}, nil)
+		return false
+	case <-yield:
+		// The elector's Placer wants the lease on another replica: stop the
+		// job while the term stays held, free the lease, and campaign again
+		// (the Placer decides how long this replica holds back).
+		d.handOff(tctx, r, term, started, stopRequest{ctx: base, deadline: time.Now().Add(d.stopTimeout)})
 		return false
 	case req := <-r.stop:
 		d.end(tctx, r, term, started, req, nil)
@@ -133,6 +143,21 @@ func (d *decorated) end(tctx context.Context, r *run, term elector.Term, started
 	if failure != nil {
 		d.report(tctx, r, failure)
 		cause, kind = failure, elector.CauseStartFailed
+	}
+	d.demoted(tctx, r, term, cause, kind)
+}
+
+// handOff ends a term its elector's Placer asked to yield, as end does,
+// and reports the demotion as a handoff if the lease was freed.
+func (d *decorated) handOff(tctx context.Context, r *run, term elector.Term, started bool, req stopRequest) {
+	if started && !d.stopJob(tctx, r, term, req) {
+		d.demoted(tctx, r, term, term.Err(), elector.CauseOf(term.Err()))
+		return
+	}
+	d.resign(tctx, r, term, req.ctx)
+	cause, kind := term.Err(), elector.CauseHandedOff
+	if !errors.Is(cause, elector.ErrResigned) {
+		kind = elector.CauseOf(cause) // it ended some other way first
 	}
 	d.demoted(tctx, r, term, cause, kind)
 }

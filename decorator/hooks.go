@@ -101,7 +101,7 @@ func (d *decorated) elected(ctx context.Context, r *run, t elector.Term) {
 // hooks.
 func (d *decorated) demoted(ctx context.Context, r *run, t elector.Term, cause error, kind elector.Cause) {
 	ev := elector.Event{Kind: elector.EventDemoted, Cause: kind}
-	if kind != elector.CauseResigned {
+	if kind != elector.CauseResigned && kind != elector.CauseHandedOff {
 		ev.Err = cause
 	}
 	d.observe(t, ev)

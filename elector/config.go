@@ -62,6 +62,9 @@ type Config struct {
 	// Observer, if set, receives the elector's store calls and campaign
 	// results (see [Observer]).
 	Observer Observer
+	// Placer, if set, decides when this candidate tries to take the lease
+	// and when its holder hands it to another candidate (see [Placer]).
+	Placer Placer
 }
 
 // SafetyMargin returns the part of ttl a holder does not trust: it ends its

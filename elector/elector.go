@@ -113,7 +113,9 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 // and the holder's next renewal after a rollback lands before the takeover
 // only if reads leave no longer gap. The watch is kept across calls to
 // Campaign. Each store call is bounded by the trust window (TTL minus
-// TTL/10): an acquire that takes longer could not be trusted anyway.
+// TTL/10): an acquire that takes longer could not be trusted anyway. With a
+// [Config.Placer], each attempt to take the lease first waits as long as
+// its Hold asks, at most the TTL.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	var sub *subscription // from the first ErrHeld
 	defer func() {
@@ -130,6 +132,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	}()
 	trust := e.cfg.TTL - SafetyMargin(e.cfg.TTL)
 	for {
+		if !e.hold(ctx, &timer) {
+			return nil, ctx.Err()
+		}
 		observed, left := e.watched()
 		if left <= 0 && sub != nil && !sub.fresh() {
 			left = e.watchLease(observed, true) // reads failed up to now: a gap
@@ -150,6 +155,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			e.observe(Event{Kind: EventCampaign, Token: l.Token, Result: ResultOK, Trust: trustedUntil(start, e.cfg.TTL).Sub(end)})
 			term := startTerm(e, l, start)
 			term.rt.tell(l)
+			if e.cfg.Placer != nil {
+				term.yield = e.cfg.Placer.Lead(e.name, term)
+			}
 			return term, nil
 		case err == nil:
 			// The acquire took so long that its trust window has closed:
@@ -207,6 +215,29 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 				}
 			}
 		}
+	}
+}
+
+// hold waits as long as the Placer asks before an attempt to take the
+// lease, at most the TTL, and reports false if ctx ended first.
+func (e *LeaseElector) hold(ctx context.Context, timer **time.Timer) bool {
+	if e.cfg.Placer == nil {
+		return true
+	}
+	d := min(e.cfg.Placer.Hold(e.name), e.cfg.TTL)
+	if d <= 0 {
+		return true
+	}
+	if *timer == nil {
+		*timer = time.NewTimer(d)
+	} else {
+		(*timer).Reset(d)
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-(*timer).C:
+		return true
 	}
 }
 

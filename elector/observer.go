@@ -110,9 +110,10 @@ const (
 	CauseStartFailed                  // the inner job failed to start
 	CauseStoreError                   // the store failed in a way that ended the term
 	CauseAbandoned                    // the term was left to run out (the job may still run)
+	CauseHandedOff                    // the job stopped and freed the lease for another candidate, as its Placer asked
 )
 
-var causeNames = [...]string{"", "resigned", "lost", "expired", "start_failed", "store_error", "abandoned"}
+var causeNames = [...]string{"", "resigned", "lost", "expired", "start_failed", "store_error", "abandoned", "handed_off"}
 
 func (c Cause) String() string { return name(causeNames[:], c) }
 

@@ -23,6 +23,7 @@ type leaseTerm struct {
 	ctx        context.Context    // ends with the term: a renewal in the store alone uses it
 	cancel     context.CancelFunc // ends ctx
 	expiry     *time.Timer        // ends the term when its trust window closes
+	yield      <-chan struct{}    // from the elector's Placer; set before Campaign returns the term
 
 	mu         sync.Mutex
 	lease      Lease     // updated by each successful renewal
@@ -69,8 +70,9 @@ func trustedUntil(start time.Time, ttl time.Duration) time.Time {
 	return start.Add(ttl - SafetyMargin(ttl))
 }
 
-func (t *leaseTerm) Token() uint64         { return t.token }
-func (t *leaseTerm) Done() <-chan struct{} { return t.done }
+func (t *leaseTerm) Token() uint64          { return t.token }
+func (t *leaseTerm) Done() <-chan struct{}  { return t.done }
+func (t *leaseTerm) Yield() <-chan struct{} { return t.yield }
 
 func (t *leaseTerm) Err() error {
 	t.mu.Lock()

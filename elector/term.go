@@ -200,9 +200,9 @@ func (t *leaseTerm) Resign(ctx context.Context) error {
 	}
 	t.leave()
 	l := t.Lease()
-	start := clock.Now()
+	start := t.elector.opClock()
 	err := t.rt.store.Release(ctx, l)
-	t.elector.observeOp(OpRelease, l.Token, start, clock.Now(), err)
+	t.elector.observeOp(OpRelease, l.Token, start, t.elector.opClock(), err)
 	if err != nil {
 		return fmt.Errorf("elector: resign lease %q token %d: %w", l.Name, l.Token, err)
 	}

@@ -20,17 +20,18 @@ const (
 // a term late for another reason (a slow renewal) wakes it only this often.
 const resumeRecheck = 100 * time.Millisecond
 
-// resumeWatchDelay is how long after a Store's first term its resume watch
-// starts: a suspend in that first millisecond is noticed a millisecond late
-// (as late as clock.Now may show it), and a term that ends sooner costs no
-// goroutine and no timerfd.
+// resumeWatchDelay is how long after the acquire of a Store's first term
+// its resume watch starts: a suspend in that first millisecond is noticed a
+// millisecond late (as late as clock.Now may show it), and a term that ends
+// sooner costs no goroutine and no timerfd.
 const resumeWatchDelay = time.Millisecond
 
 // scheduler renews every term held through one Store.
 //
 // How it works: each term is due RenewInterval after the start of its last
 // successful acquire or renew (RenewInterval/4 after the end of a failed
-// renewal). One timer runs dispatch when the soonest term is due; it takes
+// renewal). One timer runs dispatch when the soonest term is due (or the
+// resume watch is to start, which dispatch starts); it takes
 // that term and every other term due within a quarter of its own
 // RenewInterval, so a term renews at most that much early, and queues them:
 // in chunks of up to maxBatch for one RenewMany each when the Store is a
@@ -67,8 +68,8 @@ type scheduler struct {
 	busy    int
 
 	// The resume watch:
-	watch    *time.Timer // starts it; made at the first add
 	watching watchState
+	watchAt  time.Time     // when dispatch is to start it, if pending
 	slept    time.Duration // clock.SuspendedSoFar when the first term came
 	waker    *clock.Waker  // while it runs
 	wakeAt   time.Time     // the Waker's deadline
@@ -79,7 +80,7 @@ type watchState uint8
 
 const (
 	watchOff     watchState = iota
-	watchPending            // s.watch is to start it (counted in rt.wg)
+	watchPending            // dispatch is to start it at watchAt
 	watchRunning            // on s.waker
 )
 
@@ -96,14 +97,15 @@ func (s *scheduler) init(rt *storeRuntime) {
 	s.terms = map[*leaseTerm]struct{}{}
 }
 
-// add schedules t's first renewal at next, unless t has ended already.
-func (s *scheduler) add(t *leaseTerm, next time.Time) {
+// add schedules t, whose acquire started at start, unless t has ended
+// already: its first renewal is due RenewInterval later.
+func (s *scheduler) add(t *leaseTerm, start time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t.Err() != nil {
 		return
 	}
-	t.next = next
+	t.next = start.Add(t.renewEvery)
 	s.terms[t] = struct{}{}
 	switch s.watching {
 	case watchOff:
@@ -112,20 +114,15 @@ func (s *scheduler) add(t *leaseTerm, next time.Time) {
 		// the reading, which may be a millisecond old, missed (a
 		// change that finds every window open ends no term).
 		s.slept = clock.SuspendedSoFar()
-		s.watching = watchPending
-		s.rt.wg.Add(1)
-		if s.watch == nil {
-			s.watch = time.AfterFunc(resumeWatchDelay, s.watchResumes)
-		} else {
-			s.watch.Reset(resumeWatchDelay)
-		}
+		s.watching, s.watchAt = watchPending, start.Add(resumeWatchDelay)
+		s.wake(s.watchAt)
 	case watchRunning:
 		if late := s.lateAt(t); s.wakeAt.IsZero() || late.Before(s.wakeAt) {
 			s.wakeAt = late
 			s.waker.Set(late)
 		}
 	}
-	s.wake(next)
+	s.wake(t.next)
 }
 
 // drop unschedules t, which has ended, and returns its renewal in flight
@@ -143,23 +140,18 @@ func (s *scheduler) drop(t *leaseTerm) <-chan struct{} {
 }
 
 // idle stops the timer and the resume watch once the last term has gone.
-// A dispatch or a start of the watch already under way finds no terms and
-// returns (or finds the next term's, and serves it). s.mu is held.
+// A dispatch already under way finds no terms and returns (or finds the
+// next term's, and serves it). s.mu is held.
 func (s *scheduler) idle() {
 	if s.armed && s.timer.Stop() {
 		s.armed = false
 		s.rt.wg.Done()
 	}
-	switch s.watching {
-	case watchPending:
-		if s.watch.Stop() {
-			s.watching = watchOff
-			s.rt.wg.Done()
-		}
-	case watchRunning:
+	if s.watching == watchRunning {
 		s.waker.Stop() // its goroutine returns
-		s.waker, s.watching = nil, watchOff
+		s.waker = nil
 	}
+	s.watching = watchOff
 }
 
 // wake makes dispatch run at at (a reading of clock.Now; the zero Time for
@@ -191,18 +183,32 @@ func (s *scheduler) lateAt(t *leaseTerm) time.Time {
 	return late
 }
 
-// dispatch queues the renewals due (see scheduler), and has the timer run
-// it again when the next is due.
+// dispatch queues the renewals due (see scheduler) and starts the resume
+// watch when it is time, and has the timer run it again when the next is
+// due.
 func (s *scheduler) dispatch() {
 	defer s.rt.wg.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.armed = false
-	soonest, every := s.soonest()
-	if soonest.IsZero() {
-		return // no terms, or all in flight: each return wakes it
+	if len(s.terms) == 0 {
+		return
 	}
 	now := clock.Now()
+	if s.watching == watchPending {
+		if now.Before(s.watchAt) {
+			s.wake(s.watchAt)
+		} else {
+			s.waker = clock.NewWaker()
+			s.watching, s.wakeAt = watchRunning, time.Time{}
+			s.rt.wg.Add(1)
+			go s.watchResumes(s.waker, s.slept)
+		}
+	}
+	soonest, every := s.soonest()
+	if soonest.IsZero() {
+		return // all in flight: each return wakes it
+	}
 	if soonest.After(now) {
 		s.wake(soonest)
 		return
@@ -358,21 +364,12 @@ func (s *scheduler) settle(t *leaseTerm, next time.Time) {
 	}
 }
 
-// watchResumes is the resume watch (see scheduler): s.watch calls it
-// resumeWatchDelay after the first term came, and it runs until the last
-// has gone.
-func (s *scheduler) watchResumes() {
+// watchResumes is the resume watch (see scheduler) while waker runs:
+// dispatch starts it resumeWatchDelay after the first term's acquire, and
+// it returns once the last term has gone. slept is clock.SuspendedSoFar
+// when the first term came.
+func (s *scheduler) watchResumes(waker *clock.Waker, slept time.Duration) {
 	defer s.rt.wg.Done()
-	s.mu.Lock()
-	if len(s.terms) == 0 {
-		s.watching = watchOff
-		s.mu.Unlock()
-		return
-	}
-	waker := clock.NewWaker()
-	s.waker, s.wakeAt, s.watching = waker, time.Time{}, watchRunning
-	slept := s.slept
-	s.mu.Unlock()
 	for {
 		if now := clock.Suspended(); now != slept {
 			slept = now

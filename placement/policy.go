@@ -1,0 +1,195 @@
+package placement
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
+)
+
+// The policy's timings, as fractions of RetryInterval, and its pace.
+const (
+	// holdStep is the hold per lease this replica holds or is trying for,
+	// so that the least-loaded member tries first: RetryInterval/holdStep.
+	holdStep = 64
+	// fullHold is added at or above the target: RetryInterval/fullHold.
+	fullHold = 8
+	// maxHold caps every balancing hold at RetryInterval/maxHold, well under
+	// the RetryInterval within which a drained lease must be taken, and
+	// under the hold of the member that yielded the lease (RetryInterval).
+	maxHold = 2
+	// settleReads is how many RetryIntervals a member must stay below the
+	// target before members at T+1 yield to it (members above T+1 yield at
+	// once): a replica that has just joined in a rolling deploy usually
+	// gets the leases of the next one to drain instead.
+	settleReads = 2
+	// yieldsPerRead is the most terms this replica yields per read of the
+	// group.
+	yieldsPerRead = 2
+)
+
+var _ elector.Placer = (*Group)(nil)
+
+// Hold implements [elector.Placer]: how long the candidate for the lease
+// name waits before it tries to take it. It grows with the leases this
+// replica holds (and is trying for), and more at or above the target; it
+// is a TTL while this replica drains, a RetryInterval for a lease it has
+// just yielded, and 0 with NoBalance or after Close.
+func (g *Group) Hold(name string) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cfg.NoBalance || g.closed {
+		return 0
+	}
+	if g.draining {
+		return g.cfg.TTL
+	}
+	r := g.cfg.RetryInterval
+	now := clock.Now()
+	delete(g.reserved, name) // its last attempt is over
+	if at, ok := g.yielded[name]; ok {
+		if left := r - now.Sub(at); left > 0 {
+			return left
+		}
+		delete(g.yielded, name)
+	}
+	for n, until := range g.reserved {
+		if !now.Before(until) {
+			delete(g.reserved, n)
+		}
+	}
+	load := g.mineLocked() + len(g.reserved)
+	d := r / holdStep * time.Duration(load)
+	if load >= g.targetLocked() {
+		d += r / fullHold
+	}
+	d = min(d, r/maxHold)
+	g.reserved[name] = now.Add(d + r/fullHold)
+	return d
+}
+
+// Lead implements [elector.Placer]: it counts the term among this
+// replica's and returns the channel the group closes to have it yield.
+func (g *Group) Lead(name string, t elector.Term) <-chan struct{} {
+	h := &held{term: t, started: clock.Now(), yield: make(chan struct{})}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.terms[name] = h
+	delete(g.reserved, name)
+	delete(g.yielded, name)
+	return h.yield
+}
+
+// mineLocked returns how many live terms this replica holds that it has
+// not yielded. g.mu is held.
+func (g *Group) mineLocked() int {
+	n := 0
+	for _, h := range g.liveTermsLocked() {
+		if !h.yielded {
+			n++
+		}
+	}
+	return n
+}
+
+// targetLocked returns T = ceil(L/N), for L leases and N live members
+// (this replica counts unless it drains). g.mu is held.
+func (g *Group) targetLocked() int {
+	n := len(g.othersLocked())
+	if !g.draining || n == 0 {
+		n++
+	}
+	return (len(g.leases) + n - 1) / n
+}
+
+// balance yields this replica's oldest surplus terms: above T+1, or above
+// T once some member has been below T for settleReads intervals. The
+// members above T share the deficit in order of most leases first, then
+// holder, so that they do not all yield for one short member.
+func (g *Group) balance() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cfg.NoBalance || g.draining || g.closed {
+		return
+	}
+	target := g.targetLocked()
+	others := g.othersLocked()
+	counts := make(map[string]int, len(others)+1)
+	for holder := range others {
+		counts[holder] = 0
+	}
+	for _, name := range g.leases {
+		if _, ok := others[g.holders[name]]; ok {
+			counts[g.holders[name]]++
+		}
+	}
+	var mine []string
+	for name, h := range g.liveTermsLocked() {
+		if !h.yielded {
+			mine = append(mine, name)
+		}
+	}
+	counts[g.cfg.Holder] = len(mine)
+	deficit := 0
+	type surplus struct {
+		holder string
+		n      int
+	}
+	var over []surplus
+	for holder, n := range counts {
+		if n < target {
+			deficit += target - n
+		} else if n > target {
+			over = append(over, surplus{holder, n})
+		}
+	}
+	now := clock.Now()
+	switch {
+	case deficit == 0:
+		g.short = time.Time{}
+	case g.short.IsZero():
+		g.short = now
+	}
+	settled := deficit > 0 && now.Sub(g.short) >= settleReads*g.cfg.RetryInterval
+	slices.SortFunc(over, func(a, b surplus) int {
+		return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.holder, b.holder))
+	})
+	give := 0
+	for _, m := range over {
+		can := m.n - target
+		if !settled {
+			can-- // only above T+1
+		}
+		can = min(can, deficit)
+		if can <= 0 {
+			continue
+		}
+		deficit -= can
+		if m.holder == g.cfg.Holder {
+			give = min(can, yieldsPerRead)
+			break
+		}
+	}
+	if give == 0 {
+		return
+	}
+	slices.SortFunc(mine, func(a, b string) int { return g.terms[a].started.Compare(g.terms[b].started) })
+	for _, name := range mine[:give] {
+		g.yieldLocked(name, g.terms[name], now)
+		g.cfg.Logger.Debug("placement: yield", "group", g.cfg.Name, "holder", g.cfg.Holder, "lease", name,
+			"held", len(mine), "target", target, "members", len(others)+1)
+	}
+}
+
+// yieldLocked closes h's yield channel, if it is still open, and holds the
+// lease name back for a RetryInterval. g.mu is held.
+func (g *Group) yieldLocked(name string, h *held, now time.Time) {
+	if h.yielded {
+		return
+	}
+	h.yielded = true
+	close(h.yield)
+	g.yielded[name] = now
+}

@@ -123,7 +123,7 @@ func (w *world) jitter(d time.Duration) time.Duration {
 	return time.Duration(w.rng.Int64N(int64(d) + 1))
 }
 
-var policies = []policy{firstWinsPolicy}
+var policies = []policy{firstWinsPolicy, placementPolicy}
 
 // TestPlacementSimulation runs every scenario under every policy for
 // simSeeds seeds, prints a table of what it measured (go test -v), and
@@ -160,6 +160,52 @@ func TestPlacementSimulation(t *testing.T) {
 	}
 	tw.Flush()
 	t.Logf("%d leases on %d replicas, TTL %v, RetryInterval %v, %d seeds each:\n%s", simLeases, simReplicas, simTTL, simRetry, simSeeds, b.String())
+
+	for _, g := range goals {
+		if err := g.check(results[key{g.scenario, placementPolicy.name}]); err != nil {
+			t.Errorf("placement, %s: %v", g.scenario, err)
+		}
+	}
+}
+
+// goals are issue 21's goals for the placement policy, 50 leases on 5
+// replicas.
+var goals = []struct {
+	scenario string
+	check    func([]outcome) error
+}{
+	{"cold start", func(outs []outcome) error {
+		const bound = (simLeases+simReplicas-1)/simReplicas + 1 // T+1
+		for seed, o := range outs {
+			if o.maxShare > bound {
+				return fmt.Errorf("seed %d: one replica leads %d leases once settled, want at most T+1 = %d", seed, o.maxShare, bound)
+			}
+		}
+		return nil
+	}},
+	{"rolling deploy", func(outs []outcome) error {
+		const bound = 1.1 * simLeases
+		if m := summarize(outs).handoffMean; m > bound {
+			return fmt.Errorf("%.1f handoffs per deploy on average, want at most %.0f (1.1 per lease)", m, bound)
+		}
+		return nil
+	}},
+	{"crash", func(outs []outcome) error {
+		for seed, o := range outs {
+			if o.recover > simTTL+simRetry {
+				return fmt.Errorf("seed %d: a lease of the crashed replica ran again %v after its last write, want at most TTL + RetryInterval = %v", seed, o.recover, simTTL+simRetry)
+			}
+		}
+		return nil
+	}},
+	{"drain", func(outs []outcome) error {
+		for seed, o := range outs {
+			if o.recover > simRetry {
+				return fmt.Errorf("seed %d: a lease of the drained replica ran elsewhere %v after Drain, want at most one RetryInterval = %v", seed, o.recover, simRetry)
+			}
+		}
+		return nil
+	}},
 }
 
 // summary is a scenario's outcomes over its seeds.
@@ -196,4 +242,40 @@ func (s summary) recoverText(scenario string) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", s.recover.Seconds())
+}
+
+// The ledger counts a move, a gap from a stop or a crash to the next start,
+// a start while another inner job runs, and the recovery of the leases the
+// crashed replica led, from its last write.
+func TestLedgerMeasure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l ledger
+		l.init(2)
+		for range 3 {
+			l.addReplica()
+		}
+		begin := time.Now()
+		at := func(s int) { time.Sleep(time.Until(begin.Add(time.Duration(s) * time.Second))) }
+		l.started(0, 0)
+		l.started(1, 1)
+		at(10)
+		t0 := time.Now()
+		at(12)
+		l.stopped(0, 0)
+		at(13)
+		l.started(0, 2) // a move after a 1 s gap
+		at(15)
+		l.crash(1)
+		at(20)
+		l.started(1, 2) // a move 5 s after the crash, while the crashed replica's job still runs
+		at(22)
+		l.stopped(1, 1)
+		at(30)
+		wrote := func(string) time.Time { return begin.Add(14 * time.Second) }
+		got := l.measure(t0, 1, wrote, []string{"a", "b"})
+		want := outcome{maxShare: 2, handoffs: 2, gapTotal: 6 * time.Second, gapMax: 5 * time.Second, overlaps: 1, recover: 6 * time.Second}
+		if got != want {
+			t.Errorf("measure = %+v, want %+v", got, want)
+		}
+	})
 }

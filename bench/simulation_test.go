@@ -15,6 +15,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/placement"
 )
 
 // The simulation of TestPlacementSimulation: replicas of one app, each a
@@ -65,6 +66,24 @@ func (f firstWins) elector(name string) (*elector.LeaseElector, error) {
 func (firstWins) start(context.Context) error { return nil }
 func (firstWins) drain(context.Context) error { return errors.ErrUnsupported }
 func (firstWins) close(context.Context) error { return nil }
+
+// grouped is a replica in a placement group.
+type grouped struct{ g *placement.Group }
+
+var placementPolicy = policy{
+	name: "placement",
+	join: func(s elector.Store, holder string) (member, error) {
+		g, err := placement.New(s, placement.Config{Name: "sim", Holder: holder, Logger: discardLogger})
+		return grouped{g}, err
+	},
+}
+
+func (m grouped) elector(name string) (*elector.LeaseElector, error) {
+	return m.g.Elector(name, elector.Config{})
+}
+func (m grouped) start(ctx context.Context) error { return m.g.Start(ctx) }
+func (m grouped) drain(ctx context.Context) error { return m.g.Drain(ctx) }
+func (m grouped) close(ctx context.Context) error { return m.g.Close(ctx) }
 
 // world is one run of one scenario under one policy and seed.
 type world struct {
@@ -229,7 +248,7 @@ type ledger struct {
 	mu       sync.Mutex
 	events   []simEvent
 	runs     []map[int]bool // per lease, the replicas whose inner job runs now
-	overlaps int   // starts while another inner job of the lease ran
+	overlaps int            // starts while another inner job of the lease ran
 	crashed  map[int]time.Time
 	reps     int
 }

@@ -15,7 +15,7 @@ const (
 	// so that the least-loaded member tries first: RetryInterval/holdStep.
 	holdStep = 64
 	// fullHold is added at or above the target: RetryInterval/fullHold.
-	fullHold = 8
+	fullHold = 4
 	// maxHold caps every balancing hold at RetryInterval/maxHold, well under
 	// the RetryInterval within which a drained lease must be taken, and
 	// under the hold of the member that yielded the lease (RetryInterval).
@@ -66,7 +66,7 @@ func (g *Group) Hold(name string) time.Duration {
 		d += r / fullHold
 	}
 	d = min(d, r/maxHold)
-	g.reserved[name] = now.Add(d + r/fullHold)
+	g.reserved[name] = now.Add(d + r/holdStep) // until its attempt is over
 	return d
 }
 
@@ -105,7 +105,8 @@ func (g *Group) targetLocked() int {
 }
 
 // balance yields this replica's oldest surplus terms: above T+1, or above
-// T once some member has been below T for settleReads intervals. The
+// T once some member has been below T, while another was above it, for
+// settleReads intervals. The
 // members above T share the deficit in order of most leases first, then
 // holder, so that they do not all yield for one short member.
 func (g *Group) balance() {
@@ -147,8 +148,8 @@ func (g *Group) balance() {
 	}
 	now := clock.Now()
 	switch {
-	case deficit == 0:
-		g.short = time.Time{}
+	case deficit == 0 || len(over) == 0:
+		g.short = time.Time{} // nothing to move
 	case g.short.IsZero():
 		g.short = now
 	}

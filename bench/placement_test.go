@@ -46,28 +46,8 @@ var scenarios = []scenario{
 		time.Sleep(simSettle)
 		return w.led.measure(t0, -1, nil, w.names)
 	}},
-	{"rolling deploy", func(w *world) outcome {
-		old := w.settled()
-		t0 := time.Now()
-		for _, r := range old {
-			w.start(w.add())
-			time.Sleep(simReady + w.jitter(simSpread))
-			w.stop(r)
-		}
-		time.Sleep(simSettle)
-		return w.led.measure(t0, -1, nil, w.names)
-	}},
-	{"rolling, stop first", func(w *world) outcome {
-		old := w.settled()
-		t0 := time.Now()
-		for _, r := range old {
-			w.stop(r)
-			w.start(w.add())
-			time.Sleep(simReady + w.jitter(simSpread))
-		}
-		time.Sleep(simSettle)
-		return w.led.measure(t0, -1, nil, w.names)
-	}},
+	{"rolling deploy", func(w *world) outcome { return w.rolling(true) }},
+	{"rolling, stop first", func(w *world) outcome { return w.rolling(false) }},
 	{"crash", func(w *world) outcome {
 		w.settled()
 		time.Sleep(w.jitter(simTTL / 3)) // any phase of the renewals
@@ -75,7 +55,7 @@ var scenarios = []scenario{
 		t0 := time.Now()
 		w.crash(r)
 		time.Sleep(simSettle)
-		return w.led.measure(t0, r.id, r.store.wroteAt, w.names)
+		return w.led.measure(t0, r.id, r.store.LastWrite, w.names)
 	}},
 	{"drain", func(w *world) outcome {
 		w.settled()
@@ -89,6 +69,26 @@ var scenarios = []scenario{
 		time.Sleep(simSettle)
 		return w.led.measure(t0, r.id, nil, w.names)
 	}},
+}
+
+// rolling replaces each replica in turn: with surge, the new one starts,
+// becomes ready and then the old one stops (Kubernetes' maxSurge); without,
+// the old one stops first.
+func (w *world) rolling(surge bool) outcome {
+	old := w.settled()
+	t0 := time.Now()
+	for _, r := range old {
+		if !surge {
+			w.stop(r)
+		}
+		w.start(w.add())
+		time.Sleep(simReady + w.jitter(simSpread))
+		if surge {
+			w.stop(r)
+		}
+	}
+	time.Sleep(simSettle)
+	return w.led.measure(t0, -1, nil, w.names)
 }
 
 // settled starts the replicas at once and waits for the leases to settle.

@@ -9,12 +9,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/crashstore"
 	"github.com/leaderaware/leaderaware/placement"
 )
 
@@ -101,7 +101,7 @@ type world struct {
 type replica struct {
 	id      int
 	holder  string
-	store   *simStore
+	store   *crashstore.Store
 	m       member
 	jobs    []decorator.Job
 	stopped bool
@@ -127,7 +127,7 @@ func newWorld(t *testing.T, pol policy, seed uint64) *world {
 func (w *world) add() *replica {
 	w.t.Helper()
 	r := &replica{id: len(w.reps), holder: fmt.Sprintf("replica-%d", len(w.reps))}
-	r.store = newSimStore(w.mem)
+	r.store = crashstore.New(w.mem)
 	m, err := w.pol.join(r.store, r.holder)
 	if err != nil {
 		w.t.Fatal(err)
@@ -209,7 +209,7 @@ func (w *world) stopJobs(r *replica) {
 	r.stopped = true
 	ctx := context.Background()
 	for _, j := range r.jobs {
-		if err := j.Stop(ctx); err != nil && !r.store.isCrashed() {
+		if err := j.Stop(ctx); err != nil && !r.store.Crashed() {
 			w.t.Errorf("stop a job of %s: %v", r.holder, err)
 		}
 	}
@@ -219,7 +219,7 @@ func (w *world) stopJobs(r *replica) {
 // they are (they stop when their terms run out of trust), and counts its
 // inner jobs as dead from now on in the time without a leader.
 func (w *world) crash(r *replica) {
-	r.store.crash()
+	r.store.Crash()
 	w.led.crash(r.id)
 }
 
@@ -438,111 +438,4 @@ func (l *ledger) crashedOrder() []crashAt {
 	}
 	slices.SortFunc(cs, func(a, b crashAt) int { return a.at.Compare(b.at) })
 	return cs
-}
-
-var errSimCrashed = errors.New("crashed: the store is unreachable")
-
-// simStore is one replica's Store: the shared MemoryStore, until crash,
-// after which every call fails and no change is pushed. It remembers the
-// start of its last successful write of each lease.
-type simStore struct {
-	m *elector.MemoryStore
-
-	mu        sync.Mutex // held across each write, so a crash waits for the one in flight
-	crashed   atomic.Bool
-	lastWrite map[string]time.Time
-}
-
-func newSimStore(m *elector.MemoryStore) *simStore {
-	return &simStore{m: m, lastWrite: map[string]time.Time{}}
-}
-
-func (s *simStore) crash() {
-	s.mu.Lock()
-	s.crashed.Store(true)
-	s.mu.Unlock()
-}
-
-// isCrashed takes no lock: the MemoryStore pushes changes under its own,
-// which a write holds inside s.mu.
-func (s *simStore) isCrashed() bool { return s.crashed.Load() }
-
-func (s *simStore) wroteAt(name string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastWrite[name]
-}
-
-// write runs op unless crashed, recording when the writes it reports began.
-func (s *simStore) write(op func() ([]elector.Lease, error)) ([]elector.Lease, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.crashed.Load() {
-		return nil, errSimCrashed
-	}
-	start := time.Now()
-	ls, err := op()
-	for _, l := range ls {
-		if l.Token != 0 {
-			s.lastWrite[l.Name] = start
-		}
-	}
-	return ls, err
-}
-
-func (s *simStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
-	var l elector.Lease
-	_, err := s.write(func() ([]elector.Lease, error) {
-		var err error
-		l, err = s.m.TryAcquire(ctx, name, holder, ttl, observed)
-		if err != nil {
-			return nil, err
-		}
-		return []elector.Lease{l}, nil
-	})
-	return l, err
-}
-
-func (s *simStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
-	var out elector.Lease
-	_, err := s.write(func() ([]elector.Lease, error) {
-		var err error
-		out, err = s.m.Renew(ctx, l, ttl)
-		if err != nil {
-			return nil, err
-		}
-		return []elector.Lease{out}, nil
-	})
-	return out, err
-}
-
-func (s *simStore) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
-	return s.write(func() ([]elector.Lease, error) { return s.m.RenewMany(ctx, terms) })
-}
-
-func (s *simStore) Release(ctx context.Context, l elector.Lease) error {
-	_, err := s.write(func() ([]elector.Lease, error) { return nil, s.m.Release(ctx, l) })
-	return err
-}
-
-func (s *simStore) Get(ctx context.Context, name string) (elector.Lease, error) {
-	if s.isCrashed() {
-		return elector.Lease{}, errSimCrashed
-	}
-	return s.m.Get(ctx, name)
-}
-
-func (s *simStore) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
-	if s.isCrashed() {
-		return nil, errSimCrashed
-	}
-	return s.m.GetMany(ctx, names)
-}
-
-func (s *simStore) Notify(changed func(elector.Change)) (stop func()) {
-	return s.m.Notify(func(c elector.Change) {
-		if !s.isCrashed() {
-			changed(c)
-		}
-	})
 }

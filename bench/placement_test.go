@@ -17,10 +17,15 @@ import (
 // simulation about five times slower, it runs 3, so CI stays fast.
 var simSeeds = map[bool]int{false: 21, true: 3}[raceEnabled]
 
+// simSettle is how long a scenario waits for the leases to settle, before it
+// acts and after: under placement the last move came at most 20 s after a
+// crash, 12 s into a cold start.
+const simSettle = 2 * simTTL
+
 const (
-	simSettle = 4 * simTTL       // how long a scenario waits for the leases to settle
-	simReady  = 10 * time.Second // a new replica's start to its readiness, in a rolling deploy
-	simSpread = time.Second      // the spread of the replicas' start times at a cold start
+	simReady   = 10 * time.Second // a new replica's start to its readiness, in a rolling deploy
+	simSpread  = time.Second      // the spread of the replicas' start times at a cold start
+	simStagger = 20 * time.Second // between the replicas' starts, staggered
 )
 
 // scenario is one thing that happens to a group of replicas; run returns
@@ -40,7 +45,7 @@ var scenarios = []scenario{
 	{"staggered start", func(w *world) outcome {
 		t0 := time.Now()
 		for i := range simReplicas {
-			time.Sleep(time.Until(t0.Add(time.Duration(i)*20*time.Second + w.jitter(simSpread))))
+			time.Sleep(time.Until(t0.Add(time.Duration(i)*simStagger + w.jitter(simSpread))))
 			w.start(w.add())
 		}
 		time.Sleep(simSettle)

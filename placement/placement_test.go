@@ -71,7 +71,7 @@ func TestCrashedReplicaLeasesRunAgain(t *testing.T) {
 				led = append(led, i)
 			}
 		}
-		dead.store.crash()
+		dead.store.Crash()
 		deadline := time.Now().Add(testTTL + testRetry)
 		for time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -82,7 +82,7 @@ func TestCrashedReplicaLeasesRunAgain(t *testing.T) {
 			require.NotEqual(t, -1, rep, "lease %s runs again", c.leases[i])
 			require.NotEqual(t, dead.id, rep)
 			c.led.mu.Lock()
-			took := c.led.started[i].Sub(dead.store.wroteAt(c.leases[i]))
+			took := c.led.started[i].Sub(dead.store.LastWrite(c.leases[i]))
 			c.led.mu.Unlock()
 			require.LessOrEqual(t, took, testTTL+testRetry, "lease %s", c.leases[i])
 		}

@@ -2,6 +2,7 @@ package placement_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 	"github.com/leaderaware/leaderaware/placement"
 )
 
@@ -310,4 +312,42 @@ func sum(xs []int) int {
 		n += x
 	}
 	return n
+}
+
+// A member logs its join, drain and leave at Info, and each yield at
+// Debug.
+func TestLogs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var buf logbuf.Buffer
+		g, err := placement.New(elector.NewMemoryStore(), placement.Config{Name: "logs", Holder: "a", TTL: testTTL, RetryInterval: testRetry,
+			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		require.NoError(t, err)
+		e, err := g.Elector("job", elector.Config{})
+		require.NoError(t, err)
+		require.NoError(t, g.Start(ctx))
+		term, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		go func() {
+			<-term.(elector.Yielder).Yield()
+			_ = term.Resign(ctx)
+		}()
+		require.NoError(t, g.Drain(ctx))
+		require.NoError(t, g.Close(ctx))
+		var msgs []string
+		for _, rec := range buf.Records(t) {
+			msg := rec["level"].(string) + " " + rec["msg"].(string)
+			if why, ok := rec["why"]; ok {
+				msg += " " + why.(string) + " " + rec["lease"].(string)
+			}
+			msgs = append(msgs, msg)
+		}
+		require.Equal(t, []string{
+			"INFO placement: joined group",
+			"INFO placement: draining",
+			"INFO placement: left group",
+			"DEBUG placement: yield drain job",
+			"INFO placement: drained",
+		}, msgs)
+	})
 }

@@ -189,19 +189,19 @@ func (g *Group) balance() {
 	}
 	slices.SortFunc(mine, func(a, b string) int { return g.terms[a].started.Compare(g.terms[b].started) })
 	for _, name := range mine[:give] {
-		g.yieldLocked(name, g.terms[name], now)
-		g.cfg.Logger.Debug("placement: yield", "group", g.cfg.Name, "holder", g.cfg.Holder, "lease", name,
-			"held", len(mine), "target", target, "members", len(others)+1)
+		g.yieldLocked(name, g.terms[name], now, "balance", "held", len(mine), "target", target, "members", len(others)+1)
 	}
 }
 
-// yieldLocked closes h's yield channel, if it is still open, and holds the
-// lease name back for a RetryInterval. g.mu is held.
-func (g *Group) yieldLocked(name string, h *held, now time.Time) {
+// yieldLocked closes h's yield channel, if it is still open, holds the
+// lease name back for a RetryInterval, and logs why, with attrs. g.mu is
+// held.
+func (g *Group) yieldLocked(name string, h *held, now time.Time, why string, attrs ...any) {
 	if h.yielded {
 		return
 	}
 	h.yielded = true
 	close(h.yield)
 	g.yielded[name] = now
+	g.cfg.Logger.Debug("placement: yield", append([]any{"group", g.cfg.Name, "holder", g.cfg.Holder, "lease", name, "why", why}, attrs...)...)
 }

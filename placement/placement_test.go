@@ -174,7 +174,7 @@ func TestHandoff(t *testing.T) {
 }
 
 // With NoBalance the members are listed but the first replica keeps every
-// lease.
+// lease, until it drains.
 func TestNoBalanceIsFirstCome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, placement.Config{NoBalance: true})
@@ -183,6 +183,15 @@ func TestNoBalanceIsFirstCome(t *testing.T) {
 		synctest.Wait()
 		require.Equal(t, []int{3, 0, 0}, c.shares(), "and keeps them")
 		require.Equal(t, []string{"replica-0", "replica-1", "replica-2"}, holders(c.reps[2].g.Members()))
+
+		require.NoError(t, c.reps[0].g.Drain(context.Background()), "Drain still works")
+		time.Sleep(testRetry)
+		synctest.Wait()
+		shares := c.shares()
+		require.Equal(t, 0, shares[0], "%v", shares)
+		require.Equal(t, 3, shares[1]+shares[2], "%v", shares)
+		overlaps, _ := c.led.counts()
+		require.Zero(t, overlaps)
 	})
 }
 

@@ -31,11 +31,11 @@ var _ elector.Placer = (*Group)(nil)
 // name waits before it tries to take it. It grows with the leases this
 // replica holds (and is trying for), and more at or above the target; it
 // is a TTL while this replica drains, a RetryInterval for a lease it has
-// just yielded, and 0 with NoBalance or after Close.
+// just yielded, and otherwise 0 with NoBalance; always 0 after Close.
 func (g *Group) Hold(name string) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cfg.NoBalance || g.closed {
+	if g.closed {
 		return 0
 	}
 	if g.draining {
@@ -49,6 +49,9 @@ func (g *Group) Hold(name string) time.Duration {
 			return left
 		}
 		delete(g.yielded, name)
+	}
+	if g.cfg.NoBalance {
+		return 0
 	}
 	for n, until := range g.reserved {
 		if !now.Before(until) {

@@ -2,9 +2,11 @@ package placement_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/crashstore"
 	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 	"github.com/leaderaware/leaderaware/placement"
 )
@@ -358,5 +361,45 @@ func TestLogs(t *testing.T) {
 			"DEBUG placement: yield drain job",
 			"INFO placement: drained",
 		}, msgs)
+	})
+}
+
+// countingStore counts the bulk reads and single reads of its Store.
+type countingStore struct {
+	*crashstore.Store
+	bulk, gets atomic.Int64
+}
+
+func (s *countingStore) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	s.bulk.Add(1)
+	return s.Store.GetMany(ctx, names)
+}
+
+func (s *countingStore) Get(ctx context.Context, name string) (elector.Lease, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, name)
+}
+
+// A group reads its seats and leases in one bulk read per RetryInterval
+// (jittered), however many leases it has.
+func TestOneReadPerInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := &countingStore{Store: crashstore.New(elector.NewMemoryStore())}
+		g, err := placement.New(s, placement.Config{Name: "app", TTL: testTTL, RetryInterval: testRetry, Logger: discard})
+		require.NoError(t, err)
+		for i := range 50 {
+			_, err := g.Elector(fmt.Sprintf("job-%02d", i), elector.Config{})
+			require.NoError(t, err)
+		}
+		require.NoError(t, g.Start(ctx))
+		begin := s.bulk.Load()
+		const span = 20 * testRetry
+		time.Sleep(span)
+		reads := s.bulk.Load() - begin
+		require.GreaterOrEqual(t, reads, int64(span/testRetry), "at least one read per RetryInterval")
+		require.LessOrEqual(t, reads, int64(2*span/testRetry)+1, "at most one per half RetryInterval (the jitter)")
+		require.Zero(t, s.gets.Load(), "no single reads")
+		require.NoError(t, g.Close(ctx))
 	})
 }

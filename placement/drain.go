@@ -67,8 +67,8 @@ func (g *Group) Handoff(ctx context.Context, name string) error {
 	}
 }
 
-// Resume ends a drain: this replica takes a seat again at the group's next
-// read, and campaigns as any member does.
+// Resume ends a drain: this replica reads the group and takes a seat again
+// at once, and campaigns as any member does.
 func (g *Group) Resume() {
 	g.mu.Lock()
 	was := g.draining

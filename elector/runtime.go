@@ -3,6 +3,8 @@ package elector
 import (
 	"reflect"
 	"sync"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // storeRuntime is the protocol work for one Store instance in this process,
@@ -23,6 +25,7 @@ import (
 type storeRuntime struct {
 	key   any
 	store Store
+	clock clock.Clock    // the Store's, which its electors read too
 	users int            // guarded by runtimes.mu
 	wg    sync.WaitGroup // the runtime's goroutines
 	sched scheduler
@@ -42,7 +45,7 @@ func join(e *LeaseElector) *storeRuntime {
 	defer runtimes.mu.Unlock()
 	rt := runtimes.m[key]
 	if rt == nil {
-		rt = &storeRuntime{key: key, store: e.store}
+		rt = &storeRuntime{key: key, store: e.store, clock: e.clock}
 		rt.sched.init(rt)
 		rt.hub.init(rt)
 		if runtimes.m == nil {

@@ -55,8 +55,8 @@ type scheduler struct {
 	queue   []renewal
 	workers int // running work; busy of them are in a store call
 	busy    int
-	waker   *clock.Waker // the resume watch's, while there are terms
-	wakeAt  time.Time    // the Waker's deadline
+	waker   clock.Waker // the resume watch's, while there are terms
+	wakeAt  time.Time   // the Waker's deadline
 }
 
 // renewal is one queued store call: the terms it renews, and the least
@@ -83,14 +83,14 @@ func (s *scheduler) add(t *leaseTerm, next time.Time) {
 	t.next = next
 	s.terms[t] = struct{}{}
 	if s.waker == nil {
-		s.waker = clock.NewWaker()
+		s.waker = s.rt.clock.NewWaker()
 		s.wakeAt = time.Time{}
 		s.rt.wg.Add(1)
 		// Read before t's timers are armed: they count an earlier
 		// suspend, and a later one shows as a change, as does one that
 		// the reading, which may be a millisecond old, missed (a
 		// change that finds every window open ends no term).
-		go s.watchResumes(s.waker, clock.SuspendedSoFar())
+		go s.watchResumes(s.waker, s.rt.clock.SuspendedSoFar())
 	}
 	if late := s.lateAt(t); s.wakeAt.IsZero() || late.Before(s.wakeAt) {
 		s.wakeAt = late
@@ -158,7 +158,7 @@ func (s *scheduler) dispatch() (time.Duration, bool) {
 		s.looping = false
 		return 0, false
 	}
-	now := clock.Now()
+	now := s.rt.clock.Now()
 	var soonest time.Time
 	var every time.Duration
 	for t := range s.terms {
@@ -226,11 +226,11 @@ func (s *scheduler) work() {
 
 // renew renews the terms of one job in one store call.
 func (s *scheduler) renew(job renewal) {
-	start := clock.Now()
+	start := s.rt.clock.Now()
 	terms := make([]*leaseTerm, 0, len(job.terms))
 	bound := job.every
 	for _, t := range job.terms {
-		trust := clock.Until(t.trustEnd())
+		trust := t.trustEnd().Sub(s.rt.clock.Now())
 		if t.Err() != nil || trust <= 0 {
 			s.settle(t, time.Time{})
 			t.expire() // a suspend delayed its timer
@@ -288,7 +288,7 @@ func (s *scheduler) renew(job renewal) {
 
 // renewed records the outcome of t's renewal that started at start.
 func (s *scheduler) renewed(t *leaseTerm, start time.Time, l Lease, err error) {
-	end := clock.Now()
+	end := s.rt.clock.Now()
 	next := t.renewedAt(start, end, l, err)
 	s.settle(t, next)
 }
@@ -310,10 +310,10 @@ func (s *scheduler) settle(t *leaseTerm, next time.Time) {
 
 // watchResumes is the resume watch (see scheduler) while waker runs.
 // slept is clock.Suspended when it started.
-func (s *scheduler) watchResumes(waker *clock.Waker, slept time.Duration) {
+func (s *scheduler) watchResumes(waker clock.Waker, slept time.Duration) {
 	defer s.rt.wg.Done()
 	for waker.Wait() {
-		if now := clock.Suspended(); now != slept {
+		if now := s.rt.clock.Suspended(); now != slept {
 			slept = now
 			for _, t := range s.held() {
 				t.resumed()
@@ -339,7 +339,7 @@ func (s *scheduler) held() []*leaseTerm {
 // resumeRecheck from now if that is sooner. Late instants only move
 // forward, so one that a term sets later never comes before it. Once the
 // last term has gone (and stopped the Waker) it does nothing.
-func (s *scheduler) setWaker(waker *clock.Waker) {
+func (s *scheduler) setWaker(waker clock.Waker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waker != waker {
@@ -351,7 +351,7 @@ func (s *scheduler) setWaker(waker *clock.Waker) {
 			next = late
 		}
 	}
-	if floor := clock.Now().Add(resumeRecheck); next.Before(floor) {
+	if floor := s.rt.clock.Now().Add(resumeRecheck); next.Before(floor) {
 		next = floor
 	}
 	s.wakeAt = next

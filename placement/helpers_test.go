@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/leaderaware/leaderaware/decorator"
@@ -210,6 +211,25 @@ func (c *cluster) start(r *replica) {
 	}
 }
 
+// startBalanced starts n replicas at once and checks that, once settled,
+// they lead want leases each.
+func (c *cluster) startBalanced(n int, want []int) { c.startStaggered(n, 0, want) }
+
+// startStaggered starts n replicas gap apart and checks that, 10s after the
+// last, they lead want leases each.
+func (c *cluster) startStaggered(n int, gap time.Duration, want []int) {
+	c.t.Helper()
+	for i := range n {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		c.start(c.add())
+	}
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	require.Equal(c.t, want, c.shares())
+}
+
 // stop stops r's jobs and closes its group.
 func (c *cluster) stop(r *replica) {
 	c.t.Helper()
@@ -313,10 +333,4 @@ func holders(ms []placement.Member) []string {
 		out = append(out, m.Holder)
 	}
 	return out
-}
-
-func sorted(xs []int) []int {
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
-	return xs
 }

@@ -26,13 +26,7 @@ func TestStaggeredStartEndsOneEach(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := newCluster(t, 3, placement.Config{})
 				c.plain = plain
-				for range 3 {
-					c.start(c.add())
-					time.Sleep(5 * time.Second)
-				}
-				time.Sleep(10 * time.Second)
-				synctest.Wait()
-				require.Equal(t, []int{1, 1, 1}, c.shares())
+				c.startStaggered(3, 5*time.Second, []int{1, 1, 1})
 				overlaps, handoffs := c.led.counts()
 				require.Zero(t, overlaps, "starts while another replica ran the lease")
 				require.LessOrEqual(t, handoffs, 2, "the first replica gives one lease to each later one")
@@ -69,12 +63,7 @@ func TestColdStartSpreadsFiftyOnFive(t *testing.T) {
 func TestCrashedReplicaLeasesRunAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 9, placement.Config{})
-		for range 3 {
-			c.start(c.add())
-		}
-		time.Sleep(20 * time.Second)
-		synctest.Wait()
-		require.Equal(t, []int{3, 3, 3}, c.shares())
+		c.startBalanced(3, []int{3, 3, 3})
 		dead := c.reps[0]
 		var led []int
 		for i := range c.leases {
@@ -112,12 +101,7 @@ func TestDrainHandsOffEveryLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c := newCluster(t, 9, placement.Config{})
-		for range 3 {
-			c.start(c.add())
-		}
-		time.Sleep(20 * time.Second)
-		synctest.Wait()
-		require.Equal(t, []int{3, 3, 3}, c.shares())
+		c.startBalanced(3, []int{3, 3, 3})
 		r := c.reps[0]
 		begin := time.Now()
 		require.NoError(t, r.g.Drain(ctx))
@@ -173,12 +157,7 @@ func TestHandoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c := newCluster(t, 2, placement.Config{})
-		for range 2 {
-			c.start(c.add())
-		}
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-		require.Equal(t, []int{1, 1}, c.shares())
+		c.startBalanced(2, []int{1, 1})
 		mine := c.led.runner(0)
 		other := c.reps[1-mine]
 		err := other.g.Handoff(ctx, c.leases[0])
@@ -197,13 +176,10 @@ func TestHandoff(t *testing.T) {
 func TestNoBalanceIsFirstCome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, placement.Config{NoBalance: true})
-		for range 3 {
-			c.start(c.add())
-			time.Sleep(5 * time.Second)
-		}
+		c.startStaggered(3, 5*time.Second, []int{3, 0, 0})
 		time.Sleep(20 * time.Second)
 		synctest.Wait()
-		require.Equal(t, []int{3, 0, 0}, c.shares())
+		require.Equal(t, []int{3, 0, 0}, c.shares(), "and keeps them")
 		require.Equal(t, []string{"replica-0", "replica-1", "replica-2"}, holders(c.reps[2].g.Members()))
 	})
 }

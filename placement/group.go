@@ -271,9 +271,20 @@ func (g *Group) Start(ctx context.Context) error {
 		g.leave(context.WithoutCancel(ctx), seat)
 		return fmt.Errorf("placement: start group %q: %w", g.cfg.Name, err)
 	}
+	g.closeMu.Lock()
+	g.mu.Lock()
+	closed, seat := g.closed, g.seat
+	if closed {
+		g.seat = nil
+	}
+	g.mu.Unlock()
+	if closed { // Close came while Start took its seat
+		g.closeMu.Unlock()
+		g.leave(context.WithoutCancel(ctx), seat)
+		return fmt.Errorf("placement: Start of group %q after Close", g.cfg.Name)
+	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
-	g.closeMu.Lock()
 	g.cancel, g.done = cancel, done
 	if n, ok := g.store.(elector.Notifier); ok {
 		g.unwatch = n.Notify(g.changed)

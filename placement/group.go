@@ -153,8 +153,11 @@ type Group struct {
 	terms    map[string]*held  // the terms this replica won, by lease name
 	reserved map[string]time.Time
 	yielded  map[string]time.Time // lease name → when this replica yielded it
-	draining bool
-	short    map[string]time.Time // holder → since when it is below target while another is above
+	// drainHeld has the leases whose candidate was last held back for a
+	// drain: a term won after any other hold, while draining, yields.
+	drainHeld map[string]bool
+	draining  bool
+	short     map[string]time.Time // holder → since when it is below target while another is above
 }
 
 // seen is what this replica last read of a seat: the lease (Token 0 if
@@ -184,18 +187,19 @@ func New(s elector.Store, cfg Config) (*Group, error) {
 		return nil, err
 	}
 	g := &Group{
-		store:    s,
-		cfg:      cfg,
-		joined:   clock.Wall(),
-		kick:     make(chan struct{}, 1),
-		isLease:  map[string]bool{},
-		seatEl:   make([]*elector.LeaseElector, cfg.Seats),
-		seen:     make([]seen, cfg.Seats),
-		holders:  map[string]string{},
-		terms:    map[string]*held{},
-		reserved: map[string]time.Time{},
-		yielded:  map[string]time.Time{},
-		short:    map[string]time.Time{},
+		store:     s,
+		cfg:       cfg,
+		joined:    clock.Wall(),
+		kick:      make(chan struct{}, 1),
+		isLease:   map[string]bool{},
+		seatEl:    make([]*elector.LeaseElector, cfg.Seats),
+		seen:      make([]seen, cfg.Seats),
+		holders:   map[string]string{},
+		terms:     map[string]*held{},
+		reserved:  map[string]time.Time{},
+		yielded:   map[string]time.Time{},
+		drainHeld: map[string]bool{},
+		short:     map[string]time.Time{},
 	}
 	g.seatHolder = seatHolder(cfg.Holder, g.joined)
 	g.seatPrefix = seatName(cfg.Name, 0)[:len(seatName(cfg.Name, 0))-1]

@@ -39,8 +39,10 @@ func (g *Group) Hold(name string) time.Duration {
 		return 0
 	}
 	if g.draining {
+		g.drainHeld[name] = true
 		return g.cfg.TTL
 	}
+	delete(g.drainHeld, name)
 	r := g.cfg.RetryInterval
 	now := clock.Now()
 	delete(g.reserved, name) // its last attempt is over
@@ -69,14 +71,20 @@ func (g *Group) Hold(name string) time.Duration {
 }
 
 // Lead implements [elector.Placer]: it counts the term among this
-// replica's and returns the channel the group closes to have it yield.
+// replica's and returns the channel the group closes to have it yield, at
+// once for a term won while draining after a hold from before the drain.
 func (g *Group) Lead(name string, t elector.Term) <-chan struct{} {
-	h := &held{term: t, started: clock.Now(), yield: make(chan struct{})}
+	now := clock.Now()
+	h := &held{term: t, started: now, yield: make(chan struct{})}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.terms[name] = h
 	delete(g.reserved, name)
 	delete(g.yielded, name)
+	if g.draining && !g.drainHeld[name] {
+		g.yieldLocked(name, h, now, "drain")
+	}
+	delete(g.drainHeld, name)
 	return h.yield
 }
 

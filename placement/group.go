@@ -156,8 +156,16 @@ type Group struct {
 	// drainHeld has the leases whose candidate was last held back for a
 	// drain: a term won after any other hold, while draining, yields.
 	drainHeld map[string]bool
-	draining  bool
-	short     map[string]time.Time // holder → since when it is below target while another is above
+	// gave has the leases this replica yielded to balance, until
+	// another member takes one (the last yields were of use) or this
+	// replica wins it back (nobody took it: a member counted short does not
+	// campaign for it). futile counts those won back in a row; balance
+	// yields nothing until pause, RetryInterval·2^futile after the last.
+	gave     map[string]bool
+	futile   int
+	pause    time.Time
+	draining bool
+	short    map[string]time.Time // holder → since when it is below target while another is above
 }
 
 // seen is what this replica last read of a seat: the lease (Token 0 if
@@ -199,6 +207,7 @@ func New(s elector.Store, cfg Config) (*Group, error) {
 		reserved:  map[string]time.Time{},
 		yielded:   map[string]time.Time{},
 		drainHeld: map[string]bool{},
+		gave:      map[string]bool{},
 		short:     map[string]time.Time{},
 	}
 	g.seatHolder = seatHolder(cfg.Holder, g.joined)
@@ -402,6 +411,10 @@ func (g *Group) read(ctx context.Context) error {
 	}
 	for _, l := range got[len(g.seats):] {
 		g.holders[l.Name] = l.Holder
+		if _, ok := g.gave[l.Name]; ok && l.Holder != "" && l.Holder != g.cfg.Holder {
+			delete(g.gave, l.Name)
+			g.futile = 0
+		}
 	}
 	return nil
 }

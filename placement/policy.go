@@ -23,6 +23,9 @@ const (
 	// yieldsPerRead is the most terms this replica yields per read of the
 	// group.
 	yieldsPerRead = 2
+	// maxFutile caps the balancing pause after yields nobody took at
+	// RetryInterval·2^maxFutile.
+	maxFutile = 6
 )
 
 var _ elector.Placer = (*Group)(nil)
@@ -81,6 +84,11 @@ func (g *Group) Lead(name string, t elector.Term) <-chan struct{} {
 	g.terms[name] = h
 	delete(g.reserved, name)
 	delete(g.yielded, name)
+	if _, ok := g.gave[name]; ok {
+		delete(g.gave, name)
+		g.futile = min(g.futile+1, maxFutile)
+		g.pause = now.Add(g.cfg.RetryInterval << g.futile)
+	}
 	if g.draining && !g.drainHeld[name] {
 		g.yieldLocked(name, h, now, "drain")
 	}
@@ -119,7 +127,8 @@ func (g *Group) targetLocked() int {
 func (g *Group) balance() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cfg.NoBalance || g.draining || g.closed {
+	now := clock.Now()
+	if g.cfg.NoBalance || g.draining || g.closed || now.Before(g.pause) {
 		return
 	}
 	target := g.targetLocked()
@@ -150,7 +159,6 @@ func (g *Group) balance() {
 			over = append(over, surplus{holder, n})
 		}
 	}
-	now := clock.Now()
 	settle := time.Duration(1+target) * g.cfg.RetryInterval
 	deficit, settled := 0, 0 // leases short of T: of every member, of those short for settle
 	for holder, n := range counts {
@@ -201,6 +209,7 @@ func (g *Group) balance() {
 	slices.SortFunc(mine, func(a, b string) int { return g.terms[a].started.Compare(g.terms[b].started) })
 	for _, name := range mine[:give] {
 		g.yieldLocked(name, g.terms[name], now, "balance", "held", len(mine), "target", target, "members", len(others)+1)
+		g.gave[name] = true
 	}
 }
 

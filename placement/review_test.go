@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/placement"
 )
@@ -91,4 +90,29 @@ func TestDrainDuringHoldLeadsNothing(t *testing.T) {
 	})
 }
 
-var _ = decorator.Job(nil)
+// A live member that takes nothing (its jobs stopped, or it runs other
+// leases in the same group) does not make the others yield to it for ever:
+// after a yield nobody took, the leases stay put, each led nearly all the
+// time.
+func TestMemberThatTakesNothingStopsChurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newCluster(t, 4, placement.Config{})
+		a, b := c.add(), c.add()
+		c.start(a)
+		require.NoError(t, b.g.Start(ctx)) // b's group only: it campaigns for nothing
+		b.jobs = nil
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		_, before := c.led.counts()
+		starts := c.starts()
+		const span = 120 * time.Second
+		time.Sleep(span)
+		synctest.Wait()
+		t.Logf("restarts in %v: %d (%d in the first 10s)", span, c.starts()-starts, starts)
+		require.Equal(t, []int{4, 0}, c.shares())
+		require.LessOrEqual(t, c.starts()-starts, 10, "a futile yield is not repeated every few RetryIntervals (314 restarts without the pause)")
+		_, after := c.led.counts()
+		require.Zero(t, after-before)
+	})
+}

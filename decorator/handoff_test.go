@@ -3,6 +3,7 @@ package decorator_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -101,5 +102,53 @@ func TestYieldHandsTheLeaseToAnotherCandidate(t *testing.T) {
 		synctest.Wait()
 		require.True(t, inner[1].running(), "a, holding back, watches b's renewals and never takes the lease")
 		require.False(t, inner[0].running())
+	})
+}
+
+// closedPlacer asks every term to yield before Campaign returns it, and
+// holds each attempt but the first back for a second.
+type closedPlacer struct{ holds atomic.Int32 }
+
+func (p *closedPlacer) Hold(string) time.Duration {
+	if p.holds.Add(1) == 1 {
+		return 0
+	}
+	return time.Second
+}
+
+func (p *closedPlacer) Lead(string, elector.Term) <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// A term asked to yield before the job started (a drain that came while
+// the candidate acquired) frees the lease without starting the inner job,
+// and reports a handoff.
+func TestYieldBeforeStartStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := elector.NewMemoryStore()
+		rec := new(recorder)
+		e, err := elector.New(store, "lease", elector.Config{Holder: "a", Placer: new(closedPlacer)})
+		require.NoError(t, err)
+		inner := new(fakeJob)
+		job := decorator.Decorate[decorator.Job](inner, e, decorator.WithLogger(discard), decorator.WithObserver(rec))
+		require.NoError(t, job.Start(ctx))
+		synctest.Wait()
+		require.NoError(t, job.Stop(ctx))
+		require.Zero(t, inner.starts.Load(), "the inner job never starts for a term that yielded")
+		_, err = store.Get(ctx, "lease")
+		require.ErrorIs(t, err, elector.ErrNoLease, "the lease is free")
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var demotions int
+		for _, ev := range rec.events {
+			if ev.Kind == elector.EventDemoted {
+				demotions++
+				require.Equal(t, elector.CauseHandedOff, ev.Cause, "%+v", ev)
+			}
+		}
+		require.NotZero(t, demotions)
 	})
 }

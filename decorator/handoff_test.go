@@ -152,3 +152,38 @@ func TestYieldBeforeStartStartsNothing(t *testing.T) {
 		require.NotZero(t, demotions)
 	})
 }
+
+// panicPlacer's Lead panics the first time.
+type panicPlacer struct{ leads atomic.Int32 }
+
+func (p *panicPlacer) Hold(string) time.Duration { return 0 }
+
+func (p *panicPlacer) Lead(string, elector.Term) <-chan struct{} {
+	if p.leads.Add(1) == 1 {
+		panic("placer bug")
+	}
+	return nil
+}
+
+// A Placer whose Lead panics leaves no term behind that renews the lease
+// with nobody to run its job: the lease is led again, by someone.
+func TestPanickingLeadLeavesNoTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := elector.NewMemoryStore()
+		var inner []*fakeJob
+		for i, p := range []elector.Placer{new(panicPlacer), nil} {
+			e, err := elector.New(store, "lease", elector.Config{Holder: []string{"a", "b"}[i], Placer: p})
+			require.NoError(t, err)
+			j := new(fakeJob)
+			inner = append(inner, j)
+			job := decorator.Decorate[decorator.Job](j, e, decorator.WithLogger(discard))
+			require.NoError(t, job.Start(ctx))
+			t.Cleanup(func() { _ = job.Stop(ctx) })
+			synctest.Wait()
+		}
+		time.Sleep(2 * elector.DefaultTTL)
+		synctest.Wait()
+		require.True(t, inner[0].running() || inner[1].running(), "one replica leads the lease")
+	})
+}

@@ -79,9 +79,11 @@ func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term
 	case <-yield:
 		// The elector's Placer wants the lease on another replica: stop the
 		// job while the term stays held, free the lease, and campaign again
-		// (the Placer decides how long this replica holds back).
+		// (the Placer decides how long this replica holds back; a term that
+		// yielded before the job started backs off as a failed start does,
+		// so a Placer that yields every term at once cannot make it spin).
 		d.handOff(tctx, r, term, started, stopRequest{ctx: base, deadline: time.Now().Add(d.stopTimeout)})
-		return false
+		return !started && !sleep(runCtx, bo.next())
 	case req := <-r.stop:
 		d.end(tctx, r, term, started, req, nil)
 		return true

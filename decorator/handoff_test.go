@@ -187,3 +187,37 @@ func TestPanickingLeadLeavesNoTerm(t *testing.T) {
 		require.True(t, inner[0].running() || inner[1].running(), "one replica leads the lease")
 	})
 }
+
+// yieldingPlacer holds nothing back and asks its first n terms to yield
+// before Campaign returns them.
+type yieldingPlacer struct{ leads, n atomic.Int32 }
+
+func (p *yieldingPlacer) Hold(string) time.Duration { return 0 }
+
+func (p *yieldingPlacer) Lead(string, elector.Term) <-chan struct{} {
+	if p.leads.Add(1) > p.n.Load() {
+		return nil
+	}
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// A Placer that yields every term at once and holds nothing back does not
+// make the job spin through acquires and releases: terms that yield before
+// the job starts back off as failed starts do.
+func TestYieldAtOnceBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		p := new(yieldingPlacer)
+		p.n.Store(1000)
+		e, err := elector.New(elector.NewMemoryStore(), "lease", elector.Config{Holder: "a", Placer: p})
+		require.NoError(t, err)
+		job := decorator.Decorate[decorator.Job](new(fakeJob), e, decorator.WithLogger(discard))
+		require.NoError(t, job.Start(ctx))
+		time.Sleep(time.Second)
+		require.LessOrEqual(t, p.leads.Load(), int32(20), "terms won in the first second")
+		p.n.Store(0)
+		require.NoError(t, job.Stop(ctx))
+	})
+}

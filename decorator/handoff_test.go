@@ -105,23 +105,6 @@ func TestYieldHandsTheLeaseToAnotherCandidate(t *testing.T) {
 	})
 }
 
-// closedPlacer asks every term to yield before Campaign returns it, and
-// holds each attempt but the first back for a second.
-type closedPlacer struct{ holds atomic.Int32 }
-
-func (p *closedPlacer) Hold(string) time.Duration {
-	if p.holds.Add(1) == 1 {
-		return 0
-	}
-	return time.Second
-}
-
-func (p *closedPlacer) Lead(string, elector.Term) <-chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}
-
 // A term asked to yield before the job started (a drain that came while
 // the candidate acquired) frees the lease without starting the inner job,
 // and reports a handoff.
@@ -130,7 +113,9 @@ func TestYieldBeforeStartStartsNothing(t *testing.T) {
 		ctx := context.Background()
 		store := elector.NewMemoryStore()
 		rec := new(recorder)
-		e, err := elector.New(store, "lease", elector.Config{Holder: "a", Placer: new(closedPlacer)})
+		p := new(yieldingPlacer)
+		p.n.Store(1000)
+		e, err := elector.New(store, "lease", elector.Config{Holder: "a", Placer: p})
 		require.NoError(t, err)
 		inner := new(fakeJob)
 		job := decorator.Decorate[decorator.Job](inner, e, decorator.WithLogger(discard), decorator.WithObserver(rec))

@@ -162,7 +162,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			term := startTerm(e, l, start)
 			term.rt.tell(l)
 			if e.cfg.Placer != nil {
-				term.yield = e.cfg.Placer.Lead(e.name, term)
+				e.lead(term, trust)
 			}
 			return term, nil
 		case err == nil:
@@ -222,6 +222,22 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			}
 		}
 	}
+}
+
+// lead hands term to the Placer for its yield channel. If Lead panics, it
+// resigns the term, within trust, before the panic goes on: nobody else
+// would end it.
+func (e *LeaseElector) lead(term *leaseTerm, trust time.Duration) {
+	ok := false
+	defer func() {
+		if !ok {
+			ctx, cancel := context.WithTimeout(context.Background(), trust)
+			_ = term.Resign(ctx) // if it fails, the lease runs out on its own
+			cancel()
+		}
+	}()
+	term.yield = e.cfg.Placer.Lead(e.name, term)
+	ok = true
 }
 
 // hold waits as long as the Placer asks before an attempt to take the

@@ -44,6 +44,17 @@ import (
 // follows never restarts the watch, one delayed past the margin by failed
 // reads does.
 //
+// Pushes as reads: when the Store is a CompleteNotifier, the loop calls
+// Sync every SafetyMargin(TTL)/2 (jittered to half) among the candidates,
+// and a Sync that succeeds counts as a read of every name, started when the
+// Sync did, for each candidate whose last read was planned since the last
+// possible miss (a Change with Name "" and Known false, or the start of
+// Notify; counted in breaks) with none during the Sync: every write since
+// that read was pushed, so the state it watches stood. Such a candidate is
+// polled every RetryInterval only; any other, or every one after a failed
+// Sync, every min(RetryInterval, SafetyMargin(TTL)/2) as above, until a
+// read planned after the miss makes it count again.
+//
 // Leader watches (LeaseElector.WatchLeader) subscribe too, for as long as
 // they run, the term of their own elector included; they never take a
 // lease over, so they poll every RetryInterval and need no gap reset. The loop calls each, between reads, with each change of holder or
@@ -52,8 +63,9 @@ import (
 // state, since it would report a change and, at the next read, its undoing.
 type hub struct {
 	rt       *storeRuntime
-	bulk     BulkReader // the Store's, or nil
-	notifier Notifier   // the Store's, or nil
+	bulk     BulkReader       // the Store's, or nil
+	notifier Notifier         // the Store's, or nil
+	complete CompleteNotifier // the Store's, or nil
 	kick     chan struct{}
 
 	mu      sync.Mutex
@@ -62,7 +74,12 @@ type hub struct {
 	pending map[string]struct{} // names to read at once
 	all     bool                // read every name at once
 	planned uint64              // reads planned so far
-	reports []report            // leader changes for the loop to report
+	breaks  uint64              // possible misses of a CompleteNotifier so far, from 1
+	// breaks when the read in flight was planned, and whether the last
+	// Sync counted (see pushes as reads).
+	planBreaks uint64
+	synced     bool
+	reports    []report // leader changes for the loop to report
 	// The context of the reads, ended when the last subscriber stops, so
 	// that its Campaign, which waits for the loop, waits for no read.
 	reads    context.Context
@@ -88,12 +105,14 @@ type subscription struct {
 	h      *hub
 	name   string
 	every  time.Duration // its poll interval
+	retry  time.Duration // its RetryInterval: its poll interval while Syncs count (see hub)
 	margin time.Duration // SafetyMargin of its TTL: the longest gap between reads
 	bound  time.Duration // the deadline of a read for it (see hub)
 	states chan state    // the latest state not yet received; nil for a leader watch
 	// Guarded by h.mu:
-	seen     Lease     // the state it watches
-	lastRead time.Time // the start of its name's last successful read
+	seen       Lease     // the state it watches
+	lastRead   time.Time // the start of its name's last successful read, or of a Sync that counts
+	readBreaks uint64    // hub.breaks when that read was planned; 0 before the first
 
 	// A leader watch (see LeaseElector.WatchLeader) has report, which the
 	// loop calls with each change of holder or token, in order.
@@ -115,6 +134,8 @@ func (h *hub) init(rt *storeRuntime) {
 	h.rt = rt
 	h.bulk, _ = rt.store.(BulkReader)
 	h.notifier, _ = rt.store.(Notifier)
+	h.complete, _ = rt.store.(CompleteNotifier)
+	h.breaks = 1
 	h.kick = make(chan struct{}, 1)
 	h.names = map[string]*watchedName{}
 	h.pending = map[string]struct{}{}
@@ -126,7 +147,7 @@ func (h *hub) init(rt *storeRuntime) {
 func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, report func(Lease)) *subscription {
 	margin := SafetyMargin(ttl)
 	sub := &subscription{
-		h: h, name: name, every: retry, margin: margin, bound: min(max(retry, margin), ttl-margin),
+		h: h, name: name, every: retry, retry: retry, margin: margin, bound: min(max(retry, margin), ttl-margin),
 		seen: seen, lastRead: clock.Now(), report: report,
 	}
 	if report == nil { // a candidate: see the gap reset
@@ -222,15 +243,22 @@ func (h *hub) loop() {
 	defer h.rt.wg.Done()
 	if h.notifier != nil {
 		defer h.notifier.Notify(h.changed)()
+		h.mu.Lock()
+		h.breaks++ // writes before Notify were not pushed
+		h.mu.Unlock()
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var nextPoll time.Time
+	var polls polls
 	for {
 		h.report()
-		ctx, names, seq, bound, wait, ok := h.plan(&nextPoll)
+		ctx, names, seq, bound, wait, sync, ok := h.plan(&polls)
 		if !ok {
 			return
+		}
+		if sync {
+			h.sync(ctx, bound)
+			continue
 		}
 		if len(names) > 0 {
 			h.read(ctx, names, seq, bound)
@@ -259,22 +287,36 @@ func (h *hub) report() {
 	}
 }
 
+// polls is the loop's schedule: the start of the last poll of every name,
+// and when the next poll and the next Sync are due.
+type polls struct{ last, next, nextSync time.Time }
+
 // plan returns the names to read now, the reads' context, the read's
-// sequence number and the deadline of each store call (see hub), or how
-// long to wait for the next poll; false once there are no subscribers.
-func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, seq uint64, bound, wait time.Duration, ok bool) {
+// sequence number and the deadline of each store call (see hub), or
+// whether to Sync now, or how long to wait for the next poll or Sync; false
+// once there are no subscribers.
+func (h *hub) plan(p *polls) (ctx context.Context, names []string, seq uint64, bound, wait time.Duration, sync, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.names) == 0 {
 		h.looping = false
 		h.reports = nil // of stopped watches
-		return nil, nil, 0, 0, 0, false
+		return nil, nil, 0, 0, 0, false, false
 	}
-	var every time.Duration
+	var every, syncEvery time.Duration
 	for _, w := range h.names {
 		for sub := range w.subs {
-			if every == 0 || sub.every < every {
-				every = sub.every
+			e := sub.every
+			if sub.report == nil && h.complete != nil {
+				if h.synced && sub.readBreaks == h.breaks {
+					e = sub.retry
+				}
+				if syncEvery == 0 || sub.margin/2 < syncEvery {
+					syncEvery = sub.margin / 2
+				}
+			}
+			if every == 0 || e < every {
+				every = e
 			}
 			if bound == 0 || sub.bound < bound {
 				bound = sub.bound
@@ -282,9 +324,18 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, se
 		}
 	}
 	now := clock.Now()
-	if poll := !now.Before(*nextPoll); poll || h.all {
+	if syncEvery > 0 {
+		if !now.Before(p.nextSync) {
+			p.nextSync = now.Add(jitter(syncEvery))
+			return h.reads, nil, 0, bound, 0, true, true
+		}
+	}
+	if p.next.Sub(p.last) > every { // a Sync failed: poll sooner
+		p.next = p.last.Add(jitter(every))
+	}
+	if poll := !now.Before(p.next); poll || h.all {
 		if poll {
-			*nextPoll = now.Add(jitter(every))
+			p.last, p.next = now, now.Add(jitter(every))
 		}
 		for name := range h.names {
 			names = append(names, name)
@@ -298,8 +349,38 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, se
 	h.all = false
 	if len(names) > 0 {
 		h.planned++
+		h.planBreaks = h.breaks
 	}
-	return h.reads, names, h.planned, bound, nextPoll.Sub(now), true
+	wait = p.next.Sub(now)
+	if syncEvery > 0 {
+		wait = min(wait, p.nextSync.Sub(now))
+	}
+	return h.reads, names, h.planned, bound, wait, false, true
+}
+
+// sync calls the Store's Sync, bounded by bound, and counts it as a read of
+// every name for each candidate it may count for (see pushes as reads).
+func (h *hub) sync(reads context.Context, bound time.Duration) {
+	h.mu.Lock()
+	breaks := h.breaks
+	h.mu.Unlock()
+	start := clock.Now()
+	ctx, cancel := context.WithTimeout(reads, bound)
+	err := h.complete.Sync(ctx)
+	cancel()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.synced = err == nil && h.breaks == breaks
+	if !h.synced {
+		return
+	}
+	for _, w := range h.names {
+		for sub := range w.subs {
+			if sub.report == nil && sub.readBreaks == breaks && sub.lastRead.Before(start) {
+				sub.lastRead = start
+			}
+		}
+	}
 }
 
 // read reads names and delivers their states, as read number seq. Each
@@ -355,6 +436,7 @@ func (h *hub) changed(c Change) {
 		return
 	case c.Name == "":
 		h.all = true
+		h.breaks++
 	default:
 		if _, ok := h.names[c.Name]; !ok {
 			return
@@ -383,7 +465,7 @@ func (h *hub) deliver(name string, l Lease, seq uint64, start time.Time) {
 				}
 				gap[sub] = true
 			}
-			sub.lastRead = start
+			sub.lastRead, sub.readBreaks = start, h.planBreaks
 		}
 	}
 	// A read that began before the last known state is stale unless it

@@ -112,27 +112,40 @@ func (s *missingStore) hear() {
 }
 
 // TestMissedPushesMakeNoSecondLeader: a candidate on a CompleteNotifier
-// that watches X, and reads every 10s (its RetryInterval), misses the
-// holder's renewals and the rollback of the row to X (its pushes stop);
-// when they resume with a Change that says so, its reads fail a while
-// longer, while its Syncs succeed. Those Syncs must not count as reads: the
-// candidate must not take the lease over while the holder trusts its
-// renewal of 3s.
+// that watches X, with a 10s RetryInterval, misses the holder's renewals
+// and the rollback of the row to X: its pushes stop (and its Syncs fail)
+// and its reads fail. When the pushes resume, with a Change that says so,
+// its reads fail a while longer, while its Syncs succeed. Neither the
+// failed Syncs nor those after the miss may count as reads: the candidate
+// must not take the lease over while the holder trusts its renewal of 3s.
 func TestMissedPushesMakeNoSecondLeader(t *testing.T) {
 	cfg := fast
 	cfg.RetryInterval = 10 * time.Second
-	var s *missingStore
-	rollbackToX(t, func(mem *elector.MemoryStore) elector.Store {
-		s = &missingStore{MemoryStore: mem, changed: map[*func(elector.Change)]struct{}{}}
-		return s
-	}, cfg, func(restore func()) {
-		time.Sleep(100 * time.Millisecond) // b watches X
-		s.deaf.Store(true)
-		time.Sleep(2600 * time.Millisecond) // a renewed at 1s, 2s, 3s
-		restore()                           // at 3.2s; b's watch of X ends at 3.5s
-		s.blind.Store(true)
-		s.hear()
-		time.Sleep(400 * time.Millisecond)
-		s.blind.Store(false)
-	})
+	for _, tt := range []struct {
+		name       string
+		restoredAt time.Duration // the rollback to X, while pushes stop
+		heardAt    time.Duration // pushes resume; reads fail 400ms longer
+	}{
+		{"resumed before the watch ends", 3200 * time.Millisecond, 3200 * time.Millisecond},
+		{"resumed after the watch ends", 3450 * time.Millisecond, 3600 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var s *missingStore
+			rollbackToX(t, func(mem *elector.MemoryStore) elector.Store {
+				s = &missingStore{MemoryStore: mem, changed: map[*func(elector.Change)]struct{}{}}
+				return s
+			}, cfg, func(restore func()) {
+				start := time.Now().Add(-500 * time.Millisecond) // a's start
+				time.Sleep(100 * time.Millisecond)               // b watches X, from 0.5s to 3.5s
+				s.deaf.Store(true)
+				s.blind.Store(true)
+				time.Sleep(time.Until(start.Add(tt.restoredAt))) // a renewed at 1s, 2s, 3s
+				restore()
+				time.Sleep(time.Until(start.Add(tt.heardAt)))
+				s.hear()
+				time.Sleep(400 * time.Millisecond)
+				s.blind.Store(false)
+			})
+		})
+	}
 }

@@ -75,15 +75,29 @@ type hub struct {
 	all     bool                // read every name at once
 	planned uint64              // reads planned so far
 	breaks  uint64              // possible misses of a CompleteNotifier so far, from 1
-	// breaks when the read in flight was planned, and whether the last
-	// Sync counted (see pushes as reads).
-	planBreaks uint64
-	synced     bool
-	reports    []report // leader changes for the loop to report
+	// breaks when the read in flight was planned, and whether it reads
+	// every name; when the last full read that succeeded was planned;
+	// whether the last Sync counted, and when the last that counted began,
+	// with breaks then (see pushes as reads).
+	planBreaks, pollBreaks uint64
+	fullRead, synced       bool
+	syncedAt               time.Time
+	syncBreaks             uint64
+	// The least, among the subscribers, of the intervals and bounds plan
+	// uses; recomputed when they change.
+	timings hubTimings
+	reports []report // leader changes for the loop to report
 	// The context of the reads, ended when the last subscriber stops, so
 	// that its Campaign, which waits for the loop, waits for no read.
 	reads    context.Context
 	endReads context.CancelFunc
+}
+
+// hubTimings are the least intervals and bounds among the subscribers (see
+// plan); ok is false when they must be computed again.
+type hubTimings struct {
+	every, retry, sync, bound time.Duration
+	ok                        bool
 }
 
 // report is a leader change for a leader watch (see subscription.report).
@@ -162,6 +176,7 @@ func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, repor
 		h.names[name] = w
 	}
 	w.subs[sub] = struct{}{}
+	h.timings.ok = false
 	w.answered(seen)
 	h.pending[name] = struct{}{}
 	if h.reads == nil || h.reads.Err() != nil {
@@ -193,6 +208,7 @@ func (sub *subscription) unsubscribe() {
 	defer h.mu.Unlock()
 	w := h.names[sub.name]
 	delete(w.subs, sub)
+	h.timings.ok = false
 	if len(w.subs) == 0 {
 		delete(h.names, sub.name)
 		delete(h.pending, sub.name)
@@ -226,7 +242,17 @@ func (sub *subscription) saw(l Lease) {
 func (sub *subscription) fresh() bool {
 	sub.h.mu.Lock()
 	defer sub.h.mu.Unlock()
-	return clock.Since(sub.lastRead) <= sub.margin
+	return clock.Since(sub.read()) <= sub.margin
+}
+
+// read returns the start of the last read of the name for sub: its last
+// successful read, or a later Sync that counts for it. h.mu is held.
+func (sub *subscription) read() time.Time {
+	h := sub.h
+	if sub.report == nil && sub.readBreaks == h.syncBreaks && h.syncedAt.After(sub.lastRead) {
+		return h.syncedAt
+	}
+	return sub.lastRead
 }
 
 // answered takes l, a held state the store answered a compare-and-set
@@ -303,25 +329,10 @@ func (h *hub) plan(p *polls) (ctx context.Context, names []string, seq uint64, b
 		h.reports = nil // of stopped watches
 		return nil, nil, 0, 0, 0, false, false
 	}
-	var every, syncEvery time.Duration
-	for _, w := range h.names {
-		for sub := range w.subs {
-			e := sub.every
-			if sub.report == nil && h.complete != nil {
-				if h.synced && sub.readBreaks == h.breaks {
-					e = sub.retry
-				}
-				if syncEvery == 0 || sub.margin/2 < syncEvery {
-					syncEvery = sub.margin / 2
-				}
-			}
-			if every == 0 || e < every {
-				every = e
-			}
-			if bound == 0 || sub.bound < bound {
-				bound = sub.bound
-			}
-		}
+	t := h.timingsNow()
+	every, syncEvery, bound := t.every, t.sync, t.bound
+	if h.synced && h.pollBreaks == h.breaks {
+		every = t.retry // every name was read since the last miss: Syncs count
 	}
 	now := clock.Now()
 	if syncEvery > 0 {
@@ -333,7 +344,8 @@ func (h *hub) plan(p *polls) (ctx context.Context, names []string, seq uint64, b
 	if p.next.Sub(p.last) > every { // a Sync failed: poll sooner
 		p.next = p.last.Add(jitter(every))
 	}
-	if poll := !now.Before(p.next); poll || h.all {
+	poll := !now.Before(p.next)
+	if h.fullRead = poll || h.all; h.fullRead {
 		if poll {
 			p.last, p.next = now, now.Add(jitter(every))
 		}
@@ -358,6 +370,37 @@ func (h *hub) plan(p *polls) (ctx context.Context, names []string, seq uint64, b
 	return h.reads, names, h.planned, bound, wait, false, true
 }
 
+// timingsNow returns h.timings, computed again if the subscribers changed.
+// h.mu is held.
+func (h *hub) timingsNow() hubTimings {
+	if h.timings.ok {
+		return h.timings
+	}
+	var t hubTimings
+	least := func(d *time.Duration, v time.Duration) {
+		if *d == 0 || v < *d {
+			*d = v
+		}
+	}
+	for _, w := range h.names {
+		for sub := range w.subs {
+			least(&t.every, sub.every)
+			least(&t.bound, sub.bound)
+			if sub.report == nil {
+				least(&t.retry, sub.retry)
+				if h.complete != nil {
+					least(&t.sync, sub.margin/2)
+				}
+			} else {
+				least(&t.retry, sub.every)
+			}
+		}
+	}
+	t.ok = true
+	h.timings = t
+	return t
+}
+
 // sync calls the Store's Sync, bounded by bound, and counts it as a read of
 // every name for each candidate it may count for (see pushes as reads).
 func (h *hub) sync(reads context.Context, bound time.Duration) {
@@ -371,21 +414,22 @@ func (h *hub) sync(reads context.Context, bound time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.synced = err == nil && h.breaks == breaks
-	if !h.synced {
-		return
-	}
-	for _, w := range h.names {
-		for sub := range w.subs {
-			if sub.report == nil && sub.readBreaks == breaks && sub.lastRead.Before(start) {
-				sub.lastRead = start
-			}
-		}
+	if h.synced {
+		h.syncedAt, h.syncBreaks = start, breaks
 	}
 }
 
 // read reads names and delivers their states, as read number seq. Each
 // store call is bounded by bound, and ends with reads.
 func (h *hub) read(reads context.Context, names []string, seq uint64, bound time.Duration) {
+	failed := false
+	defer func() {
+		h.mu.Lock()
+		if h.fullRead && !failed {
+			h.pollBreaks = h.planBreaks
+		}
+		h.mu.Unlock()
+	}()
 	if h.bulk == nil {
 		for _, name := range names {
 			start := clock.Now()
@@ -397,6 +441,7 @@ func (h *hub) read(reads context.Context, names []string, seq uint64, bound time
 			case errors.Is(err, ErrNoLease):
 				l = Lease{Name: name}
 			default:
+				failed = true
 				continue // the next poll reads it again
 			}
 			h.mu.Lock()
@@ -413,6 +458,7 @@ func (h *hub) read(reads context.Context, names []string, seq uint64, bound time
 		got, err := h.bulk.GetMany(ctx, chunk)
 		cancel()
 		if err != nil || len(got) != len(chunk) {
+			failed = true
 			continue // the next poll reads them again
 		}
 		h.mu.Lock()
@@ -459,7 +505,7 @@ func (h *hub) deliver(name string, l Lease, seq uint64, start time.Time) {
 	var gap map[*subscription]bool
 	if !start.IsZero() {
 		for sub := range w.subs {
-			if start.Sub(sub.lastRead) > sub.margin {
+			if start.Sub(sub.read()) > sub.margin {
 				if gap == nil {
 					gap = map[*subscription]bool{}
 				}

@@ -50,10 +50,11 @@ import (
 // Sync did, for each candidate whose last read was planned since the last
 // possible miss (a Change with Name "" and Known false, or the start of
 // Notify; counted in breaks) with none during the Sync: every write since
-// that read was pushed, so the state it watches stood. Such a candidate is
-// polled every RetryInterval only; any other, or every one after a failed
-// Sync, every min(RetryInterval, SafetyMargin(TTL)/2) as above, until a
-// read planned after the miss makes it count again.
+// that read was pushed, so the state it watches stood. While the last
+// Sync counted and the last read of every name, planned since the last
+// miss, succeeded, the loop polls every RetryInterval only; otherwise every
+// min(RetryInterval, SafetyMargin(TTL)/2) as above. After a miss it reads
+// every name before it Syncs again.
 //
 // Leader watches (LeaseElector.WatchLeader) subscribe too, for as long as
 // they run, the term of their own elector included; they never take a
@@ -125,7 +126,7 @@ type subscription struct {
 	states chan state    // the latest state not yet received; nil for a leader watch
 	// Guarded by h.mu:
 	seen       Lease     // the state it watches
-	lastRead   time.Time // the start of its name's last successful read, or of a Sync that counts
+	lastRead   time.Time // the start of its name's last successful read (see read for Syncs)
 	readBreaks uint64    // hub.breaks when that read was planned; 0 before the first
 
 	// A leader watch (see LeaseElector.WatchLeader) has report, which the
@@ -335,7 +336,7 @@ func (h *hub) plan(p *polls) (ctx context.Context, names []string, seq uint64, b
 		every = t.retry // every name was read since the last miss: Syncs count
 	}
 	now := clock.Now()
-	if syncEvery > 0 {
+	if syncEvery > 0 && !h.all { // after a miss, read first (see read)
 		if !now.Before(p.nextSync) {
 			p.nextSync = now.Add(jitter(syncEvery))
 			return h.reads, nil, 0, bound, 0, true, true

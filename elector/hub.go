@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // hub watches every lease the waiting candidates of one Store wait on, so
@@ -163,7 +161,7 @@ func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, repor
 	margin := SafetyMargin(ttl)
 	sub := &subscription{
 		h: h, name: name, every: retry, retry: retry, margin: margin, bound: min(max(retry, margin), ttl-margin),
-		seen: seen, lastRead: clock.Now(), report: report,
+		seen: seen, lastRead: h.rt.clock.Now(), report: report,
 	}
 	if report == nil { // a candidate: see the gap reset
 		sub.every = min(retry, margin/2)
@@ -243,7 +241,7 @@ func (sub *subscription) saw(l Lease) {
 func (sub *subscription) fresh() bool {
 	sub.h.mu.Lock()
 	defer sub.h.mu.Unlock()
-	return clock.Since(sub.read()) <= sub.margin
+	return sub.h.rt.clock.Now().Sub(sub.read()) <= sub.margin
 }
 
 // read returns the start of the last read of the name for sub: its last
@@ -335,7 +333,7 @@ func (h *hub) plan(p *polls) (ctx context.Context, names []string, seq uint64, b
 	if h.synced && h.pollBreaks == h.breaks {
 		every = t.retry // every name was read since the last miss: Syncs count
 	}
-	now := clock.Now()
+	now := h.rt.clock.Now()
 	if syncEvery > 0 && !h.all { // after a miss, read first (see read)
 		if !now.Before(p.nextSync) {
 			p.nextSync = now.Add(jitter(syncEvery))
@@ -408,7 +406,7 @@ func (h *hub) sync(reads context.Context, bound time.Duration) {
 	h.mu.Lock()
 	breaks := h.breaks
 	h.mu.Unlock()
-	start := clock.Now()
+	start := h.rt.clock.Now()
 	ctx, cancel := context.WithTimeout(reads, bound)
 	err := h.complete.Sync(ctx)
 	cancel()
@@ -433,7 +431,7 @@ func (h *hub) read(reads context.Context, names []string, seq uint64, bound time
 	}()
 	if h.bulk == nil {
 		for _, name := range names {
-			start := clock.Now()
+			start := h.rt.clock.Now()
 			ctx, cancel := context.WithTimeout(reads, bound)
 			l, err := h.rt.store.Get(ctx, name)
 			cancel()
@@ -454,7 +452,7 @@ func (h *hub) read(reads context.Context, names []string, seq uint64, bound time
 	for len(names) > 0 {
 		chunk := names[:min(len(names), maxBatch)]
 		names = names[len(chunk):]
-		start := clock.Now()
+		start := h.rt.clock.Now()
 		ctx, cancel := context.WithTimeout(reads, bound)
 		got, err := h.bulk.GetMany(ctx, chunk)
 		cancel()

@@ -16,6 +16,8 @@ import (
 // once.
 // The zero value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
+	clockCarrier // the clock of its Written stamps and its electors
+
 	mu       sync.Mutex
 	leases   map[string]*memoryLease // updated in place, never deleted: tokens never reset
 	notified map[*func(Change)]struct{}
@@ -103,7 +105,7 @@ func (m *MemoryStore) RenewMany(ctx context.Context, terms []Lease) ([]Lease, er
 func (m *MemoryStore) wrote(cur *memoryLease) {
 	cur.Version = max(cur.Version, cur.topVersion) + 1
 	cur.topToken, cur.topVersion = max(cur.topToken, cur.Token), cur.Version
-	cur.Written = clock.Wall()
+	cur.Written = m.Clock().Wall()
 	m.push(cur)
 }
 
@@ -210,3 +212,7 @@ func checkArgs(ctx context.Context, name string, ttl time.Duration) error {
 	}
 	return ValidateTTL(ttl)
 }
+
+// clockCarrier carries a Store's clock to its electors (see clock.Carrier):
+// an alias, so that the embedded field is unexported.
+type clockCarrier = clock.Carrier

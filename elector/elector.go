@@ -117,7 +117,9 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 // one, or none started within that margin when the watch would complete):
 // a rollback of the row inside the gap could hide the holder's renewals,
 // and the holder's next renewal after a rollback lands before the takeover
-// only if reads leave no longer gap. The watch is kept across calls to
+// only if reads leave no longer gap. On a [CompleteNotifier], a Sync counts
+// as a read, and the watch reads every RetryInterval while its Syncs
+// succeed and it missed no push. The watch is kept across calls to
 // Campaign. Each store call is bounded by the trust window (TTL minus
 // TTL/10): an acquire that takes longer could not be trusted anyway. With a
 // [Config.Placer], each attempt to take the lease first waits as long as

@@ -69,7 +69,7 @@ function render(d) {
     l.ttl || "-",
     l.free ? "-" : when(l.renewed, d.now),
     l.free ? "-" : Object.assign(when(l.expires, d.now), l.expired ? {cls: "num bad"} : {}),
-    {text: (l.waiting || []).map(c => (c.holder ? who(c.holder, "", d.holder) : "") + (c.job ? " (" + c.job + ")" : "")).join(", ") || "-", cls: "wrap"},
+    {text: (l.waiting || []).map(c => [c.holder, c.job && "(" + c.job + ")"].filter(Boolean).join(" ")).join(", ") || "-", cls: "wrap"},
   ], d.error ? "cannot read the leases" : "no leases yet",
   l => l.expired ? "expired" : (!l.free && d.holder && l.holder === d.holder ? "mine" : ""));
   document.getElementById("group").hidden = !d.members;

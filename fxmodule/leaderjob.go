@@ -122,7 +122,7 @@ type graphParams struct {
 // the app's placement group in the graph's store, with the graph's
 // Observer if Module's Config.Elector sets none, adds it to the Registry
 // and appends the hooks that start and stop it. The first job of the group
-// to stop drains the group first (see [storeGroup.leave]).
+// to stop drains the group first (see [storeGroup.drain]).
 func startStop[D decorator.Job](g graphParams, j D, name string, opts []decorator.Option) (D, error) {
 	cfg := g.Config
 	if cfg.Observer == nil {
@@ -155,8 +155,8 @@ func startStop[D decorator.Job](g graphParams, j D, name string, opts []decorato
 		},
 		OnStop: func(ctx context.Context) error {
 			g.Registry.setStarted(entry, false)
-			left := sg.leave(ctx)
-			return errors.Join(left, d.Stop(ctx))
+			drained := sg.drain(ctx)
+			return errors.Join(drained, d.Stop(ctx))
 		},
 	})
 	return d, nil

@@ -42,27 +42,23 @@ type storeGroup struct {
 	g      *placement.Group
 	holder string // this replica's
 
-	leaveOnce sync.Once
-	leaveErr  error
+	drainOnce sync.Once
+	drainErr  error
 }
 
-// leave drains g, then closes it, once, bounded by ctx: the first
-// LeaderJob of the group to stop calls it before it stops its job, so that
-// the leases go to the other members before any job of this replica stops.
-// A Drain cut short by ctx is reported, and the group still closed: each
-// job's Stop then frees its own lease.
-func (sg *storeGroup) leave(ctx context.Context) error {
-	sg.leaveOnce.Do(func() {
-		var errs []error
+// drain drains g once, bounded by ctx: the first LeaderJob of the group
+// to stop calls it before it stops its job, so that the leases go to the
+// other members before any job of this replica stops. The group stays
+// draining (its candidates hold back) until its own OnStop hook closes it,
+// after every job of the group has stopped. A drain cut short by ctx is
+// reported; each job's Stop then frees its own lease.
+func (sg *storeGroup) drain(ctx context.Context) error {
+	sg.drainOnce.Do(func() {
 		if err := sg.g.Drain(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("fxmodule: drain before stopping: %w", err))
+			sg.drainErr = fmt.Errorf("fxmodule: drain before stopping: %w", err)
 		}
-		if err := sg.g.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("fxmodule: leave the placement group: %w", err))
-		}
-		sg.leaveErr = errors.Join(errs...)
 	})
-	return sg.leaveErr
+	return sg.drainErr
 }
 
 // elector returns the elector of the LeaderJob of lease in s with cfg:

@@ -113,6 +113,26 @@ func view(t *testing.T, db string) storeView {
 	return v
 }
 
+// lastView keeps the view a condition of Eventually or Never read last,
+// for failure messages: those conditions run on goroutines of testify's.
+type lastView struct {
+	mu sync.Mutex
+	v  storeView
+}
+
+func (l *lastView) set(v storeView) storeView {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.v = v
+	return v
+}
+
+func (l *lastView) holders() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.v.holders()
+}
+
 // holders returns the holder of each of the three jobs' leases ("" if
 // free).
 func (v storeView) holders() map[string]string {
@@ -163,19 +183,21 @@ func TestThreeReplicas(t *testing.T) {
 		}
 		return b.String()
 	}
-	var last storeView
-	balanced := func() bool { last = view(t, db); return last.eachLeadsOne(names...) }
+	var last lastView
+	balanced := func() bool { return last.set(view(t, db)).eachLeadsOne(names...) }
 	start := time.Now()
 	require.Eventually(t, balanced, 20*time.Second, 100*time.Millisecond, "each of r1, r2, r3 should lead one job within 20 s; last %v\n%s", last.holders(), logs())
 	t.Logf("balanced %v after the third started", time.Since(start).Round(time.Millisecond))
 	// It stays so: balancing settles, it does not churn.
 	require.Never(t, func() bool { return !balanced() }, 3*time.Second, 200*time.Millisecond, "the jobs should stay one each; last %v", last.holders())
+	now := view(t, db)
+	require.True(t, now.eachLeadsOne(names...), "balanced: %v", now.holders())
 	members := map[string]bool{}
-	for _, m := range last.Members {
+	for _, m := range now.Members {
 		members[m.Holder] = true
 	}
 	assert.Equal(t, map[string]bool{"r1": true, "r2": true, "r3": true}, members, "status -json lists the three members")
-	for _, l := range last.Leases {
+	for _, l := range now.Leases {
 		if !slices.Contains(leases, l.Name) {
 			continue
 		}
@@ -189,7 +211,7 @@ func TestThreeReplicas(t *testing.T) {
 
 	// Ctrl-C on r2: its job runs on r1 or r3 within TTL + 5 s.
 	var job string
-	for j, h := range last.holders() {
+	for j, h := range now.holders() {
 		if h == "r2" {
 			job = j
 		}
@@ -243,10 +265,10 @@ func TestDrain(t *testing.T) {
 		}
 		return n
 	}
-	var last storeView
+	var last lastView
 	both := func() bool {
-		last = view(t, db)
-		return leads(last, "a") >= 1 && leads(last, "b") >= 1 && leads(last, "a")+leads(last, "b") == 3
+		v := last.set(view(t, db))
+		return leads(v, "a") >= 1 && leads(v, "b") >= 1 && leads(v, "a")+leads(v, "b") == 3
 	}
 	require.Eventually(t, both, 20*time.Second, 100*time.Millisecond, "a and b should share the jobs; last %v\n%s", last.holders(), logs())
 
@@ -257,9 +279,9 @@ func TestDrain(t *testing.T) {
 	assert.Contains(t, stdout.String(), "ok: drained")
 	v := view(t, db)
 	assert.Zero(t, leads(v, "a"), "a holds a lease after leaderd drain returned: %v", v.holders())
-	require.Eventually(t, func() bool { last = view(t, db); return leads(last, "b") == 3 }, 10*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return leads(last.set(view(t, db)), "b") == 3 }, 10*time.Second, 100*time.Millisecond,
 		"b should lead every job after a drained; last %v\n%s", last.holders(), logs())
-	for _, m := range last.Members {
+	for _, m := range view(t, db).Members {
 		assert.NotEqual(t, "a", m.Holder, "a drained instance is no member")
 	}
 	assert.Never(t, func() bool { return leads(view(t, db), "a") > 0 }, 2*defaultTTL, 200*time.Millisecond, "a drained instance takes no lease")
@@ -271,7 +293,7 @@ func TestDrain(t *testing.T) {
 
 	// kill -USR1 drains too.
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGUSR1))
-	require.Eventually(t, func() bool { last = view(t, db); return leads(last, "b") == 3 }, 20*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return leads(last.set(view(t, db)), "b") == 3 }, 20*time.Second, 100*time.Millisecond,
 		"SIGUSR1 should drain a; last %v\n%s", last.holders(), logs())
 	assert.Contains(t, a.out.String(), "by=SIGUSR1")
 

@@ -66,7 +66,7 @@ func listenControl(path string, reg *fxmodule.Registry, log *slog.Logger) (*cont
 		return nil, fmt.Errorf("leaderd: -control %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(false) // it is renamed; Close removes path
-	if err := os.Chmod(tmp, 0o600); err == nil {
+	if err = os.Chmod(tmp, 0o600); err == nil {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {

@@ -119,7 +119,9 @@ func perMinute(n int, d time.Duration) float64 { return float64(n) / d.Minutes()
 func TestCheckOthers(t *testing.T) {
 	b := bounds{ttl: 1500 * time.Millisecond, retry: 500 * time.Millisecond, resumeStop: time.Second}
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	at := func(ms int) string { return strconv.FormatInt(t0.Add(time.Duration(ms)*time.Millisecond).UnixNano(), 10) }
+	at := func(ms int) string {
+		return strconv.FormatInt(t0.Add(time.Duration(ms)*time.Millisecond).UnixNano(), 10)
+	}
 	for _, tc := range []struct {
 		name  string
 		lines []string // "holder line": a, b

@@ -131,12 +131,14 @@ type Group struct {
 	seats []string // seat lease names
 	// seatHolder is this replica's holder name in its seat.
 	seatHolder string
+	seatPrefix string    // of this group's seat names, before the number
 	joined     time.Time // wall clock, for display
 	kick       chan struct{}
 
 	closeMu sync.Mutex // serializes Close
 	done    chan struct{}
 	cancel  context.CancelFunc
+	unwatch func() // stops the store's notifications, if it pushes them
 
 	mu       sync.Mutex
 	started  bool
@@ -153,7 +155,7 @@ type Group struct {
 	reserved map[string]time.Time
 	yielded  map[string]time.Time // lease name → when this replica yielded it
 	draining bool
-	short    time.Time // when some live member was first seen below target (zero: none)
+	short    map[string]time.Time // holder → since when it is below target while another is above
 }
 
 // seen is what this replica last read of a seat: the lease (Token 0 if
@@ -194,8 +196,10 @@ func New(s elector.Store, cfg Config) (*Group, error) {
 		terms:    map[string]*held{},
 		reserved: map[string]time.Time{},
 		yielded:  map[string]time.Time{},
+		short:    map[string]time.Time{},
 	}
 	g.seatHolder = seatHolder(cfg.Holder, g.joined)
+	g.seatPrefix = seatName(cfg.Name, 0)[:len(seatName(cfg.Name, 0))-1]
 	for i := range cfg.Seats {
 		g.seats = append(g.seats, seatName(cfg.Name, i))
 	}
@@ -271,6 +275,9 @@ func (g *Group) Start(ctx context.Context) error {
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.closeMu.Lock()
 	g.cancel, g.done = cancel, make(chan struct{})
+	if n, ok := g.store.(elector.Notifier); ok {
+		g.unwatch = n.Notify(g.changed)
+	}
 	g.closeMu.Unlock()
 	go g.loop(loopCtx, g.done)
 	return nil
@@ -285,6 +292,10 @@ func (g *Group) Close(ctx context.Context) error {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
+	if g.unwatch != nil {
+		g.unwatch()
+		g.unwatch = nil
+	}
 	if g.cancel != nil {
 		g.cancel()
 		select {
@@ -372,17 +383,40 @@ func (g *Group) read(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i, l := range got[:len(g.seats)] {
-		switch s := &g.seen[i]; {
-		case l.Token == 0:
-			*s = seen{}
-		case l.Token != s.lease.Token || l.Version != s.lease.Version:
-			*s = seen{lease: l, since: now}
-		}
+		g.sawSeatLocked(i, l, now)
 	}
 	for _, l := range got[len(g.seats):] {
 		g.holders[l.Name] = l.Holder
 	}
 	return nil
+}
+
+// sawSeatLocked records that seat i was l at now. g.mu is held.
+func (g *Group) sawSeatLocked(i int, l elector.Lease, now time.Time) {
+	switch s := &g.seen[i]; {
+	case l.Token == 0:
+		*s = seen{}
+	case l.Token != s.lease.Token || l.Version != s.lease.Version:
+		*s = seen{lease: l, since: now}
+	}
+}
+
+// changed records a seat's new state that the store pushed, so that a
+// member that joins or leaves counts at once, not at the next read (a
+// drained replica's leases then go to the members below the new target).
+func (g *Group) changed(c elector.Change) {
+	rest, ok := strings.CutPrefix(c.Name, g.seatPrefix)
+	if !ok || !c.Known {
+		return
+	}
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || i >= len(g.seats) || g.seats[i] != c.Name {
+		return
+	}
+	now := clock.Now()
+	g.mu.Lock()
+	g.sawSeatLocked(i, c.State, now)
+	g.mu.Unlock()
 }
 
 // keepSeat drops this replica's seat if its term ended and, unless it is

@@ -15,16 +15,11 @@ const (
 	// so that the least-loaded member tries first: RetryInterval/holdStep.
 	holdStep = 64
 	// fullHold is added at or above the target: RetryInterval/fullHold.
-	fullHold = 8
+	fullHold = 4
 	// maxHold caps every balancing hold at RetryInterval/maxHold, well under
 	// the RetryInterval within which a drained lease must be taken, and
 	// under the hold of the member that yielded the lease (RetryInterval).
 	maxHold = 2
-	// settleReads is how many RetryIntervals a member must stay below the
-	// target before members at T+1 yield to it (members above T+1 yield at
-	// once): a replica that has just joined in a rolling deploy usually
-	// gets the leases of the next one to drain instead.
-	settleReads = 2
 	// yieldsPerRead is the most terms this replica yields per read of the
 	// group.
 	yieldsPerRead = 2
@@ -66,7 +61,7 @@ func (g *Group) Hold(name string) time.Duration {
 		d += r / fullHold
 	}
 	d = min(d, r/maxHold)
-	g.reserved[name] = now.Add(d + r/fullHold)
+	g.reserved[name] = now.Add(d + r/holdStep) // until its attempt is over
 	return d
 }
 
@@ -104,8 +99,10 @@ func (g *Group) targetLocked() int {
 	return (len(g.leases) + n - 1) / n
 }
 
-// balance yields this replica's oldest surplus terms: above T+1, or above
-// T once some member has been below T for settleReads intervals. The
+// balance yields this replica's oldest surplus terms: above T+1 at once,
+// and above T to a member that has stayed below T, while another was above
+// it, for (1+T) RetryIntervals (a replica that has just joined a rolling
+// deploy usually gets the next drained replica's leases meanwhile). The
 // members above T share the deficit in order of most leases first, then
 // holder, so that they do not all yield for one short member.
 func (g *Group) balance() {
@@ -132,47 +129,62 @@ func (g *Group) balance() {
 		}
 	}
 	counts[g.cfg.Holder] = len(mine)
-	deficit := 0
 	type surplus struct {
 		holder string
 		n      int
 	}
 	var over []surplus
 	for holder, n := range counts {
-		if n < target {
-			deficit += target - n
-		} else if n > target {
+		if n > target {
 			over = append(over, surplus{holder, n})
 		}
 	}
 	now := clock.Now()
-	switch {
-	case deficit == 0:
-		g.short = time.Time{}
-	case g.short.IsZero():
-		g.short = now
+	settle := time.Duration(1+target) * g.cfg.RetryInterval
+	deficit, settled := 0, 0 // leases short of T: of every member, of those short for settle
+	for holder, n := range counts {
+		if n >= target || len(over) == 0 {
+			delete(g.short, holder)
+			continue
+		}
+		deficit += target - n
+		since, ok := g.short[holder]
+		if !ok {
+			g.short[holder] = now
+		} else if now.Sub(since) >= settle {
+			settled += target - n
+		}
 	}
-	settled := deficit > 0 && now.Sub(g.short) >= settleReads*g.cfg.RetryInterval
+	for holder := range g.short {
+		if _, ok := counts[holder]; !ok {
+			delete(g.short, holder)
+		}
+	}
 	slices.SortFunc(over, func(a, b surplus) int {
 		return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.holder, b.holder))
 	})
+	// Above T+1 first, from the whole deficit; then the last one above T,
+	// from the settled part of what is left.
 	give := 0
 	for _, m := range over {
-		can := m.n - target
-		if !settled {
-			can-- // only above T+1
-		}
-		can = min(can, deficit)
-		if can <= 0 {
-			continue
-		}
-		deficit -= can
+		n := min(m.n-target-1, deficit)
+		deficit -= n
 		if m.holder == g.cfg.Holder {
-			give = min(can, yieldsPerRead)
-			break
+			give = n
 		}
 	}
-	if give == 0 {
+	settled = min(settled, deficit)
+	for _, m := range over {
+		if settled == 0 {
+			break
+		}
+		settled--
+		if m.holder == g.cfg.Holder {
+			give++
+		}
+	}
+	give = min(give, yieldsPerRead)
+	if give <= 0 {
 		return
 	}
 	slices.SortFunc(mine, func(a, b string) int { return g.terms[a].started.Compare(g.terms[b].started) })

@@ -21,14 +21,18 @@
 // unauthenticated status or metrics port.
 //
 // How it works: with L leases and N live members the target is
-// T = ceil(L/N). A candidate below T tries at once, or after a wait that
-// grows with the leases its replica holds, so the least-loaded member
-// takes a free lease first; at or above T it waits a little longer; a
-// draining replica waits a TTL. A member above T+1, or above T while
-// another member holds fewer than T, yields its oldest surplus terms, a
-// few per RetryInterval, sharing the deficit with the other surplus
-// members in an order they all compute alike. A member is live while its
-// seat's Token and Version changed within the last TTL on this replica's
-// clock, or it was first seen less than a TTL ago; no wall clock is
-// compared.
+// T = ceil(L/N). Before each attempt a candidate waits a little for each
+// lease its replica holds or is trying for, so the least-loaded member
+// takes a free lease first, and more at or above T; a draining replica
+// waits a TTL, and one that has just yielded a lease a RetryInterval for
+// it. A member above T+1 yields its oldest surplus terms at once, a few
+// per read; one above T yields its last surplus term to a member that has
+// stayed below T for (1+T) RetryIntervals while others were above it (a
+// replica that joins during a rolling deploy usually gets the next drained
+// replica's leases meanwhile, without a move of its own). The members above
+// T share the deficit in an order they all compute alike, so they do not
+// all yield for one short member. A member is live while its seat's Token
+// and Version changed within the last TTL on this replica's clock, or it
+// was first seen less than a TTL ago; no wall clock is compared. Seat
+// changes a store pushes ([elector.Notifier]) count at once.
 package placement

@@ -30,7 +30,7 @@ func (g *Group) Drain(ctx context.Context) error {
 	var terms []elector.Term
 	now := clock.Now()
 	for name, h := range g.liveTermsLocked() {
-		g.yieldLocked(name, h, now)
+		g.yieldLocked(name, h, now, "drain")
 		terms = append(terms, h.term)
 	}
 	g.mu.Unlock()
@@ -57,7 +57,7 @@ func (g *Group) Handoff(ctx context.Context, name string) error {
 		g.mu.Unlock()
 		return fmt.Errorf("placement: lease %q is not held by this replica (%q) in group %q; Handoff gives up a lease it leads", name, g.cfg.Holder, g.cfg.Name)
 	}
-	g.yieldLocked(name, h, clock.Now())
+	g.yieldLocked(name, h, clock.Now(), "handoff")
 	g.mu.Unlock()
 	select {
 	case <-h.term.Done():
@@ -67,8 +67,8 @@ func (g *Group) Handoff(ctx context.Context, name string) error {
 	}
 }
 
-// Resume ends a drain: this replica takes a seat again at the group's next
-// read, and campaigns as any member does.
+// Resume ends a drain: this replica reads the group and takes a seat again
+// at once, and campaigns as any member does.
 func (g *Group) Resume() {
 	g.mu.Lock()
 	was := g.draining

@@ -38,9 +38,8 @@ type Config struct {
 	RetryInterval time.Duration
 	// Seats is the most members; default DefaultSeats, at most MaxSeats.
 	Seats int
-	// NoBalance keeps and lists the members but places nothing: Hold is 0
-	// and nothing yields but on Drain or Handoff, first come as without a
-	// group.
+	// NoBalance keeps and lists the members but balances nothing: first
+	// come, as without a group. Drain and Handoff still work.
 	NoBalance bool
 	// Logger receives Info for join, leave and drain, and Debug for each
 	// yield; default slog.Default().
@@ -273,13 +272,14 @@ func (g *Group) Start(ctx context.Context) error {
 		return fmt.Errorf("placement: start group %q: %w", g.cfg.Name, err)
 	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
 	g.closeMu.Lock()
-	g.cancel, g.done = cancel, make(chan struct{})
+	g.cancel, g.done = cancel, done
 	if n, ok := g.store.(elector.Notifier); ok {
 		g.unwatch = n.Notify(g.changed)
 	}
 	g.closeMu.Unlock()
-	go g.loop(loopCtx, g.done)
+	go g.loop(loopCtx, done)
 	return nil
 }
 

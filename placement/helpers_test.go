@@ -2,20 +2,20 @@ package placement_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/crashstore"
 	"github.com/leaderaware/leaderaware/placement"
 )
 
@@ -28,103 +28,6 @@ const (
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-var errDown = errors.New("replica crashed: its store is unreachable")
-
-// replicaStore is one replica's Store: a shared MemoryStore, until crash,
-// after which every call fails and no change is pushed, as for a process
-// that froze or lost its network. It records the start of its last
-// successful write of each lease.
-type replicaStore struct {
-	mem *elector.MemoryStore
-
-	mu        sync.Mutex // held across each write, so crash waits for the one in flight
-	down      atomic.Bool
-	lastWrite map[string]time.Time
-}
-
-func newReplicaStore(mem *elector.MemoryStore) *replicaStore {
-	return &replicaStore{mem: mem, lastWrite: map[string]time.Time{}}
-}
-
-func (s *replicaStore) crash() {
-	s.mu.Lock()
-	s.down.Store(true)
-	s.mu.Unlock()
-}
-
-func (s *replicaStore) wroteAt(name string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastWrite[name]
-}
-
-func (s *replicaStore) write(op func() ([]elector.Lease, error)) ([]elector.Lease, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down.Load() {
-		return nil, errDown
-	}
-	start := time.Now()
-	ls, err := op()
-	for _, l := range ls {
-		if l.Token != 0 {
-			s.lastWrite[l.Name] = start
-		}
-	}
-	return ls, err
-}
-
-func (s *replicaStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
-	var l elector.Lease
-	_, err := s.write(func() ([]elector.Lease, error) {
-		var err error
-		l, err = s.mem.TryAcquire(ctx, name, holder, ttl, observed)
-		return []elector.Lease{l}, err
-	})
-	return l, err
-}
-
-func (s *replicaStore) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
-	var out elector.Lease
-	_, err := s.write(func() ([]elector.Lease, error) {
-		var err error
-		out, err = s.mem.Renew(ctx, l, ttl)
-		return []elector.Lease{out}, err
-	})
-	return out, err
-}
-
-func (s *replicaStore) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
-	return s.write(func() ([]elector.Lease, error) { return s.mem.RenewMany(ctx, terms) })
-}
-
-func (s *replicaStore) Release(ctx context.Context, l elector.Lease) error {
-	_, err := s.write(func() ([]elector.Lease, error) { return nil, s.mem.Release(ctx, l) })
-	return err
-}
-
-func (s *replicaStore) Get(ctx context.Context, name string) (elector.Lease, error) {
-	if s.down.Load() {
-		return elector.Lease{}, errDown
-	}
-	return s.mem.Get(ctx, name)
-}
-
-func (s *replicaStore) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
-	if s.down.Load() {
-		return nil, errDown
-	}
-	return s.mem.GetMany(ctx, names)
-}
-
-func (s *replicaStore) Notify(changed func(elector.Change)) (stop func()) {
-	return s.mem.Notify(func(c elector.Change) {
-		if !s.down.Load() {
-			changed(c)
-		}
-	})
-}
 
 // plainStore hides every optional interface of its Store: no bulk read, no
 // batch renewal, no notifications.
@@ -146,7 +49,7 @@ type cluster struct {
 type replica struct {
 	id     int
 	holder string
-	store  *replicaStore
+	store  *crashstore.Store
 	g      *placement.Group
 	jobs   []decorator.Job
 	closed bool
@@ -169,7 +72,7 @@ func newCluster(t *testing.T, leases int, cfg placement.Config) *cluster {
 func (c *cluster) add() *replica {
 	c.t.Helper()
 	r := &replica{id: len(c.reps), holder: fmt.Sprintf("replica-%d", len(c.reps))}
-	r.store = newReplicaStore(c.mem)
+	r.store = crashstore.New(c.mem)
 	var s elector.Store = r.store
 	if c.plain {
 		s = plainStore{r.store}
@@ -210,6 +113,25 @@ func (c *cluster) start(r *replica) {
 	}
 }
 
+// startBalanced starts n replicas at once and checks that, once settled,
+// they lead want leases each.
+func (c *cluster) startBalanced(n int, want []int) { c.startStaggered(n, 0, want) }
+
+// startStaggered starts n replicas gap apart and checks that, 10s after the
+// last, they lead want leases each.
+func (c *cluster) startStaggered(n int, gap time.Duration, want []int) {
+	c.t.Helper()
+	for i := range n {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		c.start(c.add())
+	}
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	require.Equal(c.t, want, c.shares())
+}
+
 // stop stops r's jobs and closes its group.
 func (c *cluster) stop(r *replica) {
 	c.t.Helper()
@@ -219,11 +141,11 @@ func (c *cluster) stop(r *replica) {
 	r.closed = true
 	ctx := context.Background()
 	for _, j := range r.jobs {
-		if err := j.Stop(ctx); err != nil && !r.store.down.Load() {
+		if err := j.Stop(ctx); err != nil && !r.store.Crashed() {
 			c.t.Errorf("stop a job of %s: %v", r.holder, err)
 		}
 	}
-	if err := r.g.Close(ctx); err != nil && !r.store.down.Load() {
+	if err := r.g.Close(ctx); err != nil && !r.store.Crashed() {
 		c.t.Errorf("close %s: %v", r.holder, err)
 	}
 }
@@ -313,10 +235,4 @@ func holders(ms []placement.Member) []string {
 		out = append(out, m.Holder)
 	}
 	return out
-}
-
-func sorted(xs []int) []int {
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
-	return xs
 }

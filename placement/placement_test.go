@@ -2,8 +2,11 @@ package placement_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/crashstore"
+	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 	"github.com/leaderaware/leaderaware/placement"
 )
 
@@ -26,13 +31,7 @@ func TestStaggeredStartEndsOneEach(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := newCluster(t, 3, placement.Config{})
 				c.plain = plain
-				for range 3 {
-					c.start(c.add())
-					time.Sleep(5 * time.Second)
-				}
-				time.Sleep(10 * time.Second)
-				synctest.Wait()
-				require.Equal(t, []int{1, 1, 1}, c.shares())
+				c.startStaggered(3, 5*time.Second, []int{1, 1, 1})
 				overlaps, handoffs := c.led.counts()
 				require.Zero(t, overlaps, "starts while another replica ran the lease")
 				require.LessOrEqual(t, handoffs, 2, "the first replica gives one lease to each later one")
@@ -69,12 +68,7 @@ func TestColdStartSpreadsFiftyOnFive(t *testing.T) {
 func TestCrashedReplicaLeasesRunAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 9, placement.Config{})
-		for range 3 {
-			c.start(c.add())
-		}
-		time.Sleep(20 * time.Second)
-		synctest.Wait()
-		require.Equal(t, []int{3, 3, 3}, c.shares())
+		c.startBalanced(3, []int{3, 3, 3})
 		dead := c.reps[0]
 		var led []int
 		for i := range c.leases {
@@ -82,7 +76,7 @@ func TestCrashedReplicaLeasesRunAgain(t *testing.T) {
 				led = append(led, i)
 			}
 		}
-		dead.store.crash()
+		dead.store.Crash()
 		deadline := time.Now().Add(testTTL + testRetry)
 		for time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -93,7 +87,7 @@ func TestCrashedReplicaLeasesRunAgain(t *testing.T) {
 			require.NotEqual(t, -1, rep, "lease %s runs again", c.leases[i])
 			require.NotEqual(t, dead.id, rep)
 			c.led.mu.Lock()
-			took := c.led.started[i].Sub(dead.store.wroteAt(c.leases[i]))
+			took := c.led.started[i].Sub(dead.store.LastWrite(c.leases[i]))
 			c.led.mu.Unlock()
 			require.LessOrEqual(t, took, testTTL+testRetry, "lease %s", c.leases[i])
 		}
@@ -112,12 +106,7 @@ func TestDrainHandsOffEveryLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c := newCluster(t, 9, placement.Config{})
-		for range 3 {
-			c.start(c.add())
-		}
-		time.Sleep(20 * time.Second)
-		synctest.Wait()
-		require.Equal(t, []int{3, 3, 3}, c.shares())
+		c.startBalanced(3, []int{3, 3, 3})
 		r := c.reps[0]
 		begin := time.Now()
 		require.NoError(t, r.g.Drain(ctx))
@@ -173,12 +162,7 @@ func TestHandoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		c := newCluster(t, 2, placement.Config{})
-		for range 2 {
-			c.start(c.add())
-		}
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-		require.Equal(t, []int{1, 1}, c.shares())
+		c.startBalanced(2, []int{1, 1})
 		mine := c.led.runner(0)
 		other := c.reps[1-mine]
 		err := other.g.Handoff(ctx, c.leases[0])
@@ -193,18 +177,24 @@ func TestHandoff(t *testing.T) {
 }
 
 // With NoBalance the members are listed but the first replica keeps every
-// lease.
+// lease, until it drains.
 func TestNoBalanceIsFirstCome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, placement.Config{NoBalance: true})
-		for range 3 {
-			c.start(c.add())
-			time.Sleep(5 * time.Second)
-		}
+		c.startStaggered(3, 5*time.Second, []int{3, 0, 0})
 		time.Sleep(20 * time.Second)
 		synctest.Wait()
-		require.Equal(t, []int{3, 0, 0}, c.shares())
+		require.Equal(t, []int{3, 0, 0}, c.shares(), "and keeps them")
 		require.Equal(t, []string{"replica-0", "replica-1", "replica-2"}, holders(c.reps[2].g.Members()))
+
+		require.NoError(t, c.reps[0].g.Drain(context.Background()), "Drain still works")
+		time.Sleep(testRetry)
+		synctest.Wait()
+		shares := c.shares()
+		require.Equal(t, 0, shares[0], "%v", shares)
+		require.Equal(t, 3, shares[1]+shares[2], "%v", shares)
+		overlaps, _ := c.led.counts()
+		require.Zero(t, overlaps)
 	})
 }
 
@@ -314,7 +304,10 @@ func TestConfigErrors(t *testing.T) {
 		ctx := context.Background()
 		g, err := placement.New(elector.NewMemoryStore(), placement.Config{Name: "app", Logger: discard})
 		require.NoError(t, err)
-		require.NoError(t, g.Start(ctx))
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		require.ErrorIs(t, g.Start(canceled), context.Canceled, "Start is bounded by its ctx")
+		require.NoError(t, g.Start(ctx), "and may be called again")
 		require.ErrorContains(t, g.Start(ctx), `group "app" started twice`)
 		require.NoError(t, g.Close(ctx))
 		require.NoError(t, g.Close(ctx), "Close is idempotent")
@@ -334,4 +327,82 @@ func sum(xs []int) int {
 		n += x
 	}
 	return n
+}
+
+// A member logs its join, drain and leave at Info, and each yield at
+// Debug.
+func TestLogs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var buf logbuf.Buffer
+		g, err := placement.New(elector.NewMemoryStore(), placement.Config{Name: "logs", Holder: "a", TTL: testTTL, RetryInterval: testRetry,
+			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		require.NoError(t, err)
+		e, err := g.Elector("job", elector.Config{})
+		require.NoError(t, err)
+		require.NoError(t, g.Start(ctx))
+		term, err := e.Campaign(ctx)
+		require.NoError(t, err)
+		go func() {
+			<-term.(elector.Yielder).Yield()
+			_ = term.Resign(ctx)
+		}()
+		require.NoError(t, g.Drain(ctx))
+		require.NoError(t, g.Close(ctx))
+		var msgs []string
+		for _, rec := range buf.Records(t) {
+			msg := rec["level"].(string) + " " + rec["msg"].(string)
+			if why, ok := rec["why"]; ok {
+				msg += " " + why.(string) + " " + rec["lease"].(string)
+			}
+			msgs = append(msgs, msg)
+		}
+		require.Equal(t, []string{
+			"INFO placement: joined group",
+			"INFO placement: draining",
+			"INFO placement: left group",
+			"DEBUG placement: yield drain job",
+			"INFO placement: drained",
+		}, msgs)
+	})
+}
+
+// countingStore counts the bulk reads and single reads of its Store.
+type countingStore struct {
+	*crashstore.Store
+	bulk, gets atomic.Int64
+}
+
+func (s *countingStore) GetMany(ctx context.Context, names []string) ([]elector.Lease, error) {
+	s.bulk.Add(1)
+	return s.Store.GetMany(ctx, names)
+}
+
+func (s *countingStore) Get(ctx context.Context, name string) (elector.Lease, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, name)
+}
+
+// A group reads its seats and leases in one bulk read per RetryInterval
+// (jittered), however many leases it has.
+func TestOneReadPerInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := &countingStore{Store: crashstore.New(elector.NewMemoryStore())}
+		g, err := placement.New(s, placement.Config{Name: "app", TTL: testTTL, RetryInterval: testRetry, Logger: discard})
+		require.NoError(t, err)
+		for i := range 50 {
+			_, err := g.Elector(fmt.Sprintf("job-%02d", i), elector.Config{})
+			require.NoError(t, err)
+		}
+		require.NoError(t, g.Start(ctx))
+		begin := s.bulk.Load()
+		const span = 20 * testRetry
+		time.Sleep(span)
+		reads := s.bulk.Load() - begin
+		require.GreaterOrEqual(t, reads, int64(span/testRetry), "at least one read per RetryInterval")
+		require.LessOrEqual(t, reads, int64(2*span/testRetry)+1, "at most one per half RetryInterval (the jitter)")
+		require.Zero(t, s.gets.Load(), "no single reads")
+		require.NoError(t, g.Close(ctx))
+	})
 }

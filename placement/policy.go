@@ -31,11 +31,11 @@ var _ elector.Placer = (*Group)(nil)
 // name waits before it tries to take it. It grows with the leases this
 // replica holds (and is trying for), and more at or above the target; it
 // is a TTL while this replica drains, a RetryInterval for a lease it has
-// just yielded, and 0 with NoBalance or after Close.
+// just yielded, and otherwise 0 with NoBalance; always 0 after Close.
 func (g *Group) Hold(name string) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cfg.NoBalance || g.closed {
+	if g.closed {
 		return 0
 	}
 	if g.draining {
@@ -49,6 +49,9 @@ func (g *Group) Hold(name string) time.Duration {
 			return left
 		}
 		delete(g.yielded, name)
+	}
+	if g.cfg.NoBalance {
+		return 0
 	}
 	for n, until := range g.reserved {
 		if !now.Before(until) {
@@ -189,19 +192,19 @@ func (g *Group) balance() {
 	}
 	slices.SortFunc(mine, func(a, b string) int { return g.terms[a].started.Compare(g.terms[b].started) })
 	for _, name := range mine[:give] {
-		g.yieldLocked(name, g.terms[name], now)
-		g.cfg.Logger.Debug("placement: yield", "group", g.cfg.Name, "holder", g.cfg.Holder, "lease", name,
-			"held", len(mine), "target", target, "members", len(others)+1)
+		g.yieldLocked(name, g.terms[name], now, "balance", "held", len(mine), "target", target, "members", len(others)+1)
 	}
 }
 
-// yieldLocked closes h's yield channel, if it is still open, and holds the
-// lease name back for a RetryInterval. g.mu is held.
-func (g *Group) yieldLocked(name string, h *held, now time.Time) {
+// yieldLocked closes h's yield channel, if it is still open, holds the
+// lease name back for a RetryInterval, and logs why, with attrs. g.mu is
+// held.
+func (g *Group) yieldLocked(name string, h *held, now time.Time, why string, attrs ...any) {
 	if h.yielded {
 		return
 	}
 	h.yielded = true
 	close(h.yield)
 	g.yielded[name] = now
+	g.cfg.Logger.Debug("placement: yield", append([]any{"group", g.cfg.Name, "holder", g.cfg.Holder, "lease", name, "why", why}, attrs...)...)
 }

@@ -284,7 +284,7 @@ func (d *decorated) jobContext(parent context.Context, term elector.Term) contex
 // reports it (EventJobStart).
 func (d *decorated) callStart(ctx context.Context, r *run, term elector.Term) error {
 	r.step(stepStart)
-	begin := time.Now()
+	begin := d.callBegin()
 	err := protect("Start", func() error { return d.inner.Start(ctx) })
 	d.observeCall(elector.EventJobStart, term, begin, err)
 	return err
@@ -294,7 +294,7 @@ func (d *decorated) callStart(ctx context.Context, r *run, term elector.Term) er
 // reports it (EventJobStop).
 func (d *decorated) callStop(ctx context.Context, r *run, term elector.Term) error {
 	r.step(stepStop)
-	begin := time.Now()
+	begin := d.callBegin()
 	err := protect("Stop", func() error { return d.inner.Stop(ctx) })
 	d.observeCall(elector.EventJobStop, term, begin, err)
 	return err

@@ -322,8 +322,8 @@ func (e *fakeElector) allTerms() []*fakeTerm {
 type syncBuffer = logbuf.Buffer
 
 // ourGoroutines counts the gate goroutines of decorated jobs and the
-// goroutines of the Stores' renewal schedules (the schedule's loop and
-// resume watch, and any renewal in flight) of the calling synctest bubble.
+// goroutines of the Stores' renewal schedules (the resume watch, and any
+// renewal in flight) of the calling synctest bubble.
 func ourGoroutines() int {
 	return bubbleGoroutines("decorator.(*decorated).gate(", "elector.(*scheduler).")
 }

@@ -138,11 +138,12 @@ type status struct {
 
 // setTerm records the current term (nil once it is settled).
 func (s *status) setTerm(t elector.Term) {
-	s.mu.Lock()
-	s.term, s.since = t, time.Now()
-	if t == nil {
-		s.since = time.Time{}
+	var since time.Time
+	if t != nil {
+		since = time.Now()
 	}
+	s.mu.Lock()
+	s.term, s.since = t, since
 	s.mu.Unlock()
 }
 
@@ -228,8 +229,18 @@ func (d *decorated) observe(term elector.Term, ev elector.Event) {
 	d.observer.Observe(ev)
 }
 
-// observeCall reports an inner Start or Stop (kind) that began at begin and
-// returned err.
+// callBegin returns time.Now for observeCall, or the zero Time if there is
+// no observer (observeCall reports nothing then), which costs no clock
+// reading.
+func (d *decorated) callBegin() time.Time {
+	if d.observer == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// observeCall reports an inner Start or Stop (kind) that began at begin (a
+// callBegin) and returned err.
 func (d *decorated) observeCall(kind elector.EventKind, term elector.Term, begin time.Time, err error) {
 	if d.observer == nil {
 		return

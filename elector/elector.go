@@ -66,6 +66,9 @@ type LeaseElector struct {
 
 	mu    sync.Mutex
 	watch watch // kept across campaigns
+
+	key any           // its Store's runtime's (see runtimeKey)
+	rt  *storeRuntime // the runtime it last joined; guarded by runtimes.mu
 }
 
 // watch is what a candidate saw of a held lease: the lease, and the instant
@@ -88,7 +91,9 @@ func New(s Store, name string, cfg Config) (*LeaseElector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &LeaseElector{store: s, name: name, cfg: cfg}, nil
+	e := &LeaseElector{store: s, name: name, cfg: cfg}
+	e.key = runtimeKey(e)
+	return e, nil
 }
 
 // Name returns the lease name.
@@ -317,6 +322,15 @@ func (e *LeaseElector) observe(ev Event) {
 	}
 	ev.Lease, ev.Holder = e.name, e.cfg.Holder
 	e.cfg.Observer.Observe(ev)
+}
+
+// opClock returns clock.Now for observeOp, or the zero Time if e has no
+// Observer (observeOp reports nothing then), which costs no clock reading.
+func (e *LeaseElector) opClock() time.Time {
+	if e.cfg.Observer == nil {
+		return time.Time{}
+	}
+	return clock.Now()
 }
 
 // observeOp reports a store call that ran from start to end.

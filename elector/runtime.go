@@ -10,20 +10,23 @@ import (
 // schedule for the terms held through it, with one resume watch (see
 // scheduler), and one watch of the leases its candidates wait on (see hub).
 //
-// How it works: each piece runs a goroutine only while it has work (the
-// schedule's loop and resume watch while it has terms, at most renewWorkers
-// store calls, the hub's loop while it has subscribers), so a Store runs a
+// How it works: each piece runs a goroutine only while it has work (a
+// renewal due, at most renewWorkers store calls, the resume watch while it
+// has terms, the hub's loop while it has subscribers), so a Store runs a
 // fixed number of goroutines however many leases it serves, and none once
 // its terms have ended and its candidates returned. Each term (from its
 // start to its Resign or Abandon) and each waiting Campaign is a user; the
-// runtime is made for the first and dropped with the last, who waits for its
+// runtime is in use from the first to the last, who waits for its
 // goroutines. It is per Store, not per process, so that the leases of one
 // synctest bubble (each test has its own Store) are served by goroutines of
-// that bubble: a bubble must not touch another's channels and timers.
+// that bubble: a bubble must not touch another's channels and timers. A
+// LeaseElector keeps the runtime it last used, and takes it up again while
+// its Store has none in use, so that a Start/Stop cycle builds nothing.
 type storeRuntime struct {
 	key   any
 	store Store
 	users int            // guarded by runtimes.mu
+	idle  bool           // no users and no goroutines: free to take up again; guarded by runtimes.mu
 	wg    sync.WaitGroup // the runtime's goroutines
 	sched scheduler
 	hub   hub
@@ -31,30 +34,36 @@ type storeRuntime struct {
 
 var runtimes struct {
 	mu sync.Mutex
-	m  map[any]*storeRuntime // by Store (or elector, for a Store that is no map key)
+	m  map[any]*storeRuntime // in use, by Store (or elector, for a Store that is no map key)
 }
 
-// join returns the runtime of e's Store, made for its first user, and
-// counts one more user; the caller must call leave once.
+// join returns the runtime of e's Store (the one in use, else e's last if
+// idle, else a new one) and counts one more user; the caller must call
+// leave once.
 func join(e *LeaseElector) *storeRuntime {
-	key := runtimeKey(e)
+	key := e.key
 	runtimes.mu.Lock()
 	defer runtimes.mu.Unlock()
 	rt := runtimes.m[key]
 	if rt == nil {
-		rt = &storeRuntime{key: key, store: e.store}
-		rt.sched.init(rt)
-		rt.hub.init(rt)
+		if rt = e.rt; rt == nil || !rt.idle {
+			rt = &storeRuntime{key: key, store: e.store}
+			rt.sched.init(rt)
+			rt.hub.init(rt)
+		}
+		rt.idle = false
 		if runtimes.m == nil {
 			runtimes.m = map[any]*storeRuntime{}
 		}
 		runtimes.m[key] = rt
 	}
+	e.rt = rt
 	rt.users++
 	return rt
 }
 
-// runtimeKey is the key of e's Store's runtime.
+// runtimeKey is the key of e's Store's runtime: the Store, or e for a Store
+// that is no map key.
 func runtimeKey(e *LeaseElector) any {
 	if reflect.ValueOf(e.store).Comparable() {
 		return e.store
@@ -68,7 +77,7 @@ func runtimeKey(e *LeaseElector) any {
 // [Notifier] would make them wait for.
 func tell(e *LeaseElector, l Lease) {
 	runtimes.mu.Lock()
-	rt := runtimes.m[runtimeKey(e)]
+	rt := runtimes.m[e.key]
 	runtimes.mu.Unlock()
 	if rt != nil {
 		rt.tell(l)
@@ -80,8 +89,8 @@ func (rt *storeRuntime) tell(l Lease) {
 	rt.hub.changed(Change{Name: l.Name, State: l, Known: true})
 }
 
-// leave ends one use of rt. The last drops rt and waits for its goroutines,
-// which end once they have no work left.
+// leave ends one use of rt. The last puts rt out of use and waits for its
+// goroutines, which end once they have no work left.
 func (rt *storeRuntime) leave() {
 	runtimes.mu.Lock()
 	rt.users--
@@ -92,6 +101,9 @@ func (rt *storeRuntime) leave() {
 	runtimes.mu.Unlock()
 	if last {
 		rt.wg.Wait()
+		runtimes.mu.Lock()
+		rt.idle = true
+		runtimes.mu.Unlock()
 	}
 }
 

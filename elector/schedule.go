@@ -20,11 +20,18 @@ const (
 // a term late for another reason (a slow renewal) wakes it only this often.
 const resumeRecheck = 100 * time.Millisecond
 
+// resumeWatchDelay is how long after the acquire of a Store's first term
+// its resume watch starts: a suspend in that first millisecond is noticed a
+// millisecond late (as late as clock.Now may show it), and a term that ends
+// sooner costs no goroutine and no timerfd.
+const resumeWatchDelay = time.Millisecond
+
 // scheduler renews every term held through one Store.
 //
 // How it works: each term is due RenewInterval after the start of its last
 // successful acquire or renew (RenewInterval/4 after the end of a failed
-// renewal). One loop sleeps until the soonest term is due; then it takes
+// renewal). One timer runs dispatch when the soonest term is due (or the
+// resume watch is to start, which dispatch starts); it takes
 // that term and every other term due within a quarter of its own
 // RenewInterval, so a term renews at most that much early, and queues them:
 // in chunks of up to maxBatch for one RenewMany each when the Store is a
@@ -33,31 +40,49 @@ const resumeRecheck = 100 * time.Millisecond
 // bounded by the least RenewInterval among the Store's terms when it was
 // queued and by its own terms' trust left, so that calls that hang, as many
 // as there are workers, free one for any term in time. A term's trust window
-// is closed by its own timer (expiry), never by the loop.
+// is closed by its own timer (expiry), never by the schedule. Between
+// renewals the schedule runs no goroutine.
 //
 // Go's timers stop during a suspend, while the trust window (clock.Now)
-// counts it, so the resume watch, one goroutine while there are terms,
-// waits on a clock.Waker (a CLOCK_BOOTTIME timerfd in production) set to
-// the earliest instant by which some term's renewal must have happened (its
-// late instant: next due plus RenewInterval, or its trust end if sooner).
-// Without a suspend every term renews before that, so it wakes about once
-// per RenewInterval; a suspend that passes it wakes it on the resume. When
-// clock.Suspended has changed it ends each term whose window closed,
-// re-arms the others' expiry timers and wakes the loop.
+// counts it, so the resume watch, one goroutine while there are terms
+// (from resumeWatchDelay after the first), waits on a clock.Waker (a
+// CLOCK_BOOTTIME timerfd in production) set to the earliest instant by
+// which some term's renewal must have happened (its late instant: next due
+// plus RenewInterval, or its trust end if sooner). Without a suspend every
+// term renews before that, so it wakes about once per RenewInterval; a
+// suspend that passes it wakes it on the resume. When clock.Suspended has
+// changed since the first term came (or since its last wake) it ends each
+// term whose window closed, re-arms the others' expiry timers and runs
+// dispatch.
 type scheduler struct {
 	rt    *storeRuntime
 	batch BatchRenewer // the Store's, or nil
-	kick  chan struct{}
 
 	mu      sync.Mutex
 	terms   map[*leaseTerm]struct{}
-	looping bool
+	timer   *time.Timer // runs dispatch; made at the first add
+	armed   bool        // timer is to run dispatch (counted in rt.wg)
+	timerAt time.Time   // when, if armed
 	queue   []renewal
 	workers int // running work; busy of them are in a store call
 	busy    int
-	waker   *clock.Waker // the resume watch's, while there are terms
-	wakeAt  time.Time    // the Waker's deadline
+
+	// The resume watch:
+	watching watchState
+	watchAt  time.Time     // when dispatch is to start it, if pending
+	slept    time.Duration // clock.SuspendedSoFar when the first term came
+	waker    *clock.Waker  // while it runs
+	wakeAt   time.Time     // the Waker's deadline
 }
+
+// watchState is where the resume watch is.
+type watchState uint8
+
+const (
+	watchOff     watchState = iota
+	watchPending            // dispatch is to start it at watchAt
+	watchRunning            // on s.waker
+)
 
 // renewal is one queued store call: the terms it renews, and the least
 // RenewInterval among the Store's terms when it was queued.
@@ -69,40 +94,35 @@ type renewal struct {
 func (s *scheduler) init(rt *storeRuntime) {
 	s.rt = rt
 	s.batch, _ = rt.store.(BatchRenewer)
-	s.kick = make(chan struct{}, 1)
 	s.terms = map[*leaseTerm]struct{}{}
 }
 
-// add schedules t's first renewal at next, unless t has ended already.
-func (s *scheduler) add(t *leaseTerm, next time.Time) {
+// add schedules t, whose acquire started at start, unless t has ended
+// already: its first renewal is due RenewInterval later.
+func (s *scheduler) add(t *leaseTerm, start time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t.Err() != nil {
 		return
 	}
-	t.next = next
+	t.next = start.Add(t.renewEvery)
 	s.terms[t] = struct{}{}
-	if s.waker == nil {
-		s.waker = clock.NewWaker()
-		s.wakeAt = time.Time{}
-		s.rt.wg.Add(1)
+	switch s.watching {
+	case watchOff:
 		// Read before t's timers are armed: they count an earlier
 		// suspend, and a later one shows as a change, as does one that
 		// the reading, which may be a millisecond old, missed (a
 		// change that finds every window open ends no term).
-		go s.watchResumes(s.waker, clock.SuspendedSoFar())
+		s.slept = clock.SuspendedSoFar()
+		s.watching, s.watchAt = watchPending, start.Add(resumeWatchDelay)
+		s.wake(s.watchAt)
+	case watchRunning:
+		if late := s.lateAt(t); s.wakeAt.IsZero() || late.Before(s.wakeAt) {
+			s.wakeAt = late
+			s.waker.Set(late)
+		}
 	}
-	if late := s.lateAt(t); s.wakeAt.IsZero() || late.Before(s.wakeAt) {
-		s.wakeAt = late
-		s.waker.Set(late)
-	}
-	if !s.looping {
-		s.looping = true
-		s.rt.wg.Add(1)
-		go s.loop()
-	} else {
-		kick(s.kick)
-	}
+	s.wake(t.next)
 }
 
 // drop unschedules t, which has ended, and returns its renewal in flight
@@ -113,12 +133,44 @@ func (s *scheduler) drop(t *leaseTerm) <-chan struct{} {
 	if _, ok := s.terms[t]; ok {
 		delete(s.terms, t)
 		if len(s.terms) == 0 {
-			s.waker.Stop()
-			s.waker = nil
+			s.idle()
 		}
-		kick(s.kick)
 	}
 	return t.inFlight
+}
+
+// idle stops the timer and the resume watch once the last term has gone.
+// A dispatch already under way finds no terms and returns (or finds the
+// next term's, and serves it). s.mu is held.
+func (s *scheduler) idle() {
+	if s.armed && s.timer.Stop() {
+		s.armed = false
+		s.rt.wg.Done()
+	}
+	if s.watching == watchRunning {
+		s.waker.Stop() // its goroutine returns
+		s.waker = nil
+	}
+	s.watching = watchOff
+}
+
+// wake makes dispatch run at at (a reading of clock.Now; the zero Time for
+// at once), unless it runs sooner. s.mu is held.
+func (s *scheduler) wake(at time.Time) {
+	if s.timer == nil {
+		s.timer = time.AfterFunc(time.Hour, s.dispatch)
+		s.timer.Stop()
+	}
+	if s.armed {
+		if !at.Before(s.timerAt) || !s.timer.Stop() {
+			return // due no sooner, or dispatch is starting, and will plan from the terms as they are
+		}
+	} else {
+		s.armed = true
+		s.rt.wg.Add(1)
+	}
+	s.timerAt = at
+	s.timer.Reset(max(clock.Until(at), 0))
 }
 
 // lateAt returns the instant by which, but for a suspend, t has renewed.
@@ -131,49 +183,35 @@ func (s *scheduler) lateAt(t *leaseTerm) time.Time {
 	return late
 }
 
-// loop queues renewals as they come due, until there are no terms.
-func (s *scheduler) loop() {
+// dispatch queues the renewals due (see scheduler) and starts the resume
+// watch when it is time, and has the timer run it again when the next is
+// due.
+func (s *scheduler) dispatch() {
 	defer s.rt.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait, ok := s.dispatch()
-		if !ok {
-			return
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-s.kick:
-		}
-	}
-}
-
-// dispatch queues the renewals due (see scheduler) and returns how long
-// until the next is due; false once there are no terms.
-func (s *scheduler) dispatch() (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.armed = false
 	if len(s.terms) == 0 {
-		s.looping = false
-		return 0, false
+		return
 	}
 	now := clock.Now()
-	var soonest time.Time
-	var every time.Duration
-	for t := range s.terms {
-		if t.inFlight == nil && (soonest.IsZero() || t.next.Before(soonest)) {
-			soonest = t.next
-		}
-		if every == 0 || t.renewEvery < every {
-			every = t.renewEvery
+	if s.watching == watchPending {
+		if now.Before(s.watchAt) {
+			s.wake(s.watchAt)
+		} else {
+			s.waker = clock.NewWaker()
+			s.watching, s.wakeAt = watchRunning, time.Time{}
+			s.rt.wg.Add(1)
+			go s.watchResumes(s.waker, s.slept)
 		}
 	}
+	soonest, every := s.soonest()
 	if soonest.IsZero() {
-		return time.Hour, true // all in flight; each return kicks the loop
+		return // all in flight: each return wakes it
 	}
-	if wait := soonest.Sub(now); wait > 0 {
-		return wait, true
+	if soonest.After(now) {
+		s.wake(soonest)
+		return
 	}
 	var due []*leaseTerm
 	for t := range s.terms {
@@ -198,7 +236,23 @@ func (s *scheduler) dispatch() (time.Duration, bool) {
 		s.rt.wg.Add(1)
 		go s.work()
 	}
-	return 0, true
+	if soonest, _ = s.soonest(); !soonest.IsZero() {
+		s.wake(soonest)
+	}
+}
+
+// soonest returns when the soonest term not in flight is due (zero if
+// none), and the least RenewInterval among the terms. s.mu is held.
+func (s *scheduler) soonest() (soonest time.Time, every time.Duration) {
+	for t := range s.terms {
+		if t.inFlight == nil && (soonest.IsZero() || t.next.Before(soonest)) {
+			soonest = t.next
+		}
+		if every == 0 || t.renewEvery < every {
+			every = t.renewEvery
+		}
+	}
+	return soonest, every
 }
 
 // work runs queued renewals until the queue is empty.
@@ -220,7 +274,6 @@ func (s *scheduler) work() {
 		s.busy++
 		s.mu.Unlock()
 		s.renew(job)
-		kick(s.kick)
 	}
 }
 
@@ -306,21 +359,33 @@ func (s *scheduler) settle(t *leaseTerm, next time.Time) {
 	}
 	close(t.inFlight)
 	t.inFlight = nil
+	if _, ok := s.terms[t]; ok && !next.IsZero() {
+		s.wake(next)
+	}
 }
 
-// watchResumes is the resume watch (see scheduler) while waker runs.
-// slept is clock.Suspended when it started.
+// watchResumes is the resume watch (see scheduler) while waker runs:
+// dispatch starts it resumeWatchDelay after the first term's acquire, and
+// it returns once the last term has gone. slept is clock.SuspendedSoFar
+// when the first term came.
 func (s *scheduler) watchResumes(waker *clock.Waker, slept time.Duration) {
 	defer s.rt.wg.Done()
-	for waker.Wait() {
+	for {
 		if now := clock.Suspended(); now != slept {
 			slept = now
 			for _, t := range s.held() {
 				t.resumed()
 			}
-			kick(s.kick)
+			s.mu.Lock()
+			if len(s.terms) > 0 {
+				s.wake(time.Time{}) // at once: the suspend delayed the timer, past when it was due
+			}
+			s.mu.Unlock()
 		}
 		s.setWaker(waker)
+		if !waker.Wait() {
+			return
+		}
 	}
 }
 

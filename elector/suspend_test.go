@@ -67,6 +67,16 @@ func TestSuspendEndsTermAtOnce(t *testing.T) {
 	})
 }
 
+// TestSuspendAsTheFirstTermStartsEndsItAtOnce: a suspend past the trust
+// window right after a Store's first term starts, before its resume watch
+// runs, ends the term within resumeBound too.
+func TestSuspendAsTheFirstTermStartsEndsItAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		term := campaignCfg(t, elector.NewMemoryStore(), elector.Config{})
+		requireEndsOnLongSuspend(t, term)
+	})
+}
+
 // TestShortSuspendRenewsAtOnce: a suspend that leaves the term less trust
 // than its renewal timer's delay (due at 5 s of Go's clock, that is 15 s of
 // the elapsed one, past the trust window at 13.5 s) renews at once on
@@ -129,6 +139,7 @@ func TestTermsOfOneStoreShareOneResumeWatch(t *testing.T) {
 			require.NoError(t, err)
 			terms = append(terms, campaign(t, e))
 		}
+		time.Sleep(time.Second) // the watch starts a moment after the first term
 		synctest.Wait()
 		assert.Equal(t, 1, goroutinesIn(resumeWatch))
 		for _, term := range terms {

@@ -22,7 +22,7 @@ type leaseTerm struct {
 	done       chan struct{}      // closed by end
 	ctx        context.Context    // ends with the term: a renewal in the store alone uses it
 	cancel     context.CancelFunc // ends ctx
-	expiry     *time.Timer        // ends the term when its trust window closes
+	expiry     *time.Timer        // ends the term when its trust window closes; made by the first expire, guarded by mu
 	yield      <-chan struct{}    // from the elector's Placer; set before Campaign returns the term
 
 	mu         sync.Mutex
@@ -55,11 +55,10 @@ func startTerm(e *LeaseElector, l Lease, acquireStart time.Time) *leaseTerm {
 		token:      l.Token,
 		name:       l.Name,
 	}
-	t.expiry = time.AfterFunc(time.Hour, t.expire)
-	t.expiry.Stop()
-	// Armed once the Store's resume watch has read clock.Suspended: a
-	// suspend from then on shows as a change.
-	t.rt.sched.add(t, acquireStart.Add(t.renewEvery))
+	// The expiry timer is armed after add, which reads the resume
+	// watch's baseline of clock.Suspended: a suspend from then on shows
+	// as a change.
+	t.rt.sched.add(t, acquireStart)
 	t.expire()
 	return t
 }
@@ -120,7 +119,7 @@ func (t *leaseTerm) expire() {
 	left := clock.Until(t.trustUntil)
 	if left > 0 || t.err != nil {
 		if t.err == nil {
-			t.expiry.Reset(left)
+			t.armExpiry(left)
 		}
 		t.mu.Unlock()
 		return
@@ -131,6 +130,15 @@ func (t *leaseTerm) expire() {
 	}
 	t.mu.Unlock()
 	t.end(err)
+}
+
+// armExpiry has the expiry timer end the term d from now. t.mu is held.
+func (t *leaseTerm) armExpiry(d time.Duration) {
+	if t.expiry == nil {
+		t.expiry = time.AfterFunc(d, t.expire)
+		return
+	}
+	t.expiry.Reset(d)
 }
 
 // resumed acts on a resume from a suspend, which delayed the term's timers:
@@ -151,7 +159,7 @@ func (t *leaseTerm) renewedAt(start, end time.Time, l Lease, err error) time.Tim
 	case t.err != nil:
 	case err == nil:
 		t.lease, t.trustUntil, t.lastErr = l, trustedUntil(start, t.ttl), nil
-		t.expiry.Reset(clock.Until(t.trustUntil))
+		t.armExpiry(clock.Until(t.trustUntil))
 		next = start.Add(t.renewEvery)
 	case errors.Is(err, ErrLeaseLost):
 	default:
@@ -173,7 +181,9 @@ func (t *leaseTerm) end(err error) {
 	if first {
 		t.err = err
 		close(t.done)
-		t.expiry.Stop()
+		if t.expiry != nil {
+			t.expiry.Stop()
+		}
 	}
 	t.mu.Unlock()
 	if first {
@@ -200,9 +210,9 @@ func (t *leaseTerm) Resign(ctx context.Context) error {
 	}
 	t.leave()
 	l := t.Lease()
-	start := clock.Now()
+	start := t.elector.opClock()
 	err := t.rt.store.Release(ctx, l)
-	t.elector.observeOp(OpRelease, l.Token, start, clock.Now(), err)
+	t.elector.observeOp(OpRelease, l.Token, start, t.elector.opClock(), err)
 	if err != nil {
 		return fmt.Errorf("elector: resign lease %q token %d: %w", l.Name, l.Token, err)
 	}

@@ -42,16 +42,16 @@ func slept() time.Duration {
 }
 
 // sleptSinceStart returns how long the machine has been suspended since
-// the process started: a reading at most a millisecond of running time old,
-// unless fresh.
-func sleptSinceStart(fresh bool) time.Duration {
-	now := int64(time.Since(start))
-	if at := sampledAt.Load(); !fresh && at != 0 && now >= at && now-at < int64(time.Millisecond) {
+// the process started, as of now (a time.Now reading): a reading at most a
+// millisecond of running time old, unless fresh.
+func sleptSinceStart(now time.Time, fresh bool) time.Duration {
+	since := int64(now.Sub(start))
+	if at := sampledAt.Load(); !fresh && at != 0 && since >= at && since-at < int64(time.Millisecond) {
 		return time.Duration(sampled.Load())
 	}
 	s := steady(time.Duration(sampled.Load()), slept()-slept0)
 	sampled.Store(int64(s))
-	sampledAt.Store(now)
+	sampledAt.Store(since)
 	return s
 }
 

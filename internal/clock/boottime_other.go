@@ -6,4 +6,4 @@ import "time"
 
 // sleptSinceStart is zero where no clock counts suspend: Go's monotonic
 // clock alone measures elapsed time.
-func sleptSinceStart(bool) time.Duration { return 0 }
+func sleptSinceStart(time.Time, bool) time.Duration { return 0 }

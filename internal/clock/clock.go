@@ -21,7 +21,8 @@ var (
 // readings only with each other (Sub, Before, After); never with time.Now.
 // Inside a testing/synctest bubble it runs on the bubble's fake time.
 func Now() time.Time {
-	return time.Now().Add(sleptSinceStart(false) + time.Duration(suspended.Load()))
+	now := time.Now()
+	return now.Add(sleptSinceStart(now, false) + time.Duration(suspended.Load()))
 }
 
 // Suspended returns how long the machine has spent suspended since the
@@ -29,7 +30,7 @@ func Now() time.Time {
 // readings of Now that follow see it too). It changes only across a
 // suspend, so a change is a resume.
 func Suspended() time.Duration {
-	return sleptSinceStart(true) + time.Duration(suspended.Load())
+	return sleptSinceStart(time.Now(), true) + time.Duration(suspended.Load())
 }
 
 // SuspendedSoFar returns [Suspended] as [Now] reads it: a reading at most a
@@ -38,7 +39,7 @@ func Suspended() time.Duration {
 // when read often. A baseline for [Suspended] taken so shows a suspend it
 // missed as a change.
 func SuspendedSoFar() time.Duration {
-	return sleptSinceStart(false) + time.Duration(suspended.Load())
+	return sleptSinceStart(time.Now(), false) + time.Duration(suspended.Load())
 }
 
 // Since returns the elapsed time since t, a reading of [Now].

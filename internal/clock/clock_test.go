@@ -30,7 +30,7 @@ func TestStepMovesWallNotNow(t *testing.T) {
 }
 
 func TestSleptIsSmallAndNonNegative(t *testing.T) {
-	if d := sleptSinceStart(true); d < -time.Millisecond || d > time.Hour {
+	if d := sleptSinceStart(time.Now(), true); d < -time.Millisecond || d > time.Hour {
 		t.Fatalf("suspended since start = %v", d)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 )
 
@@ -29,9 +30,11 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // countingStore wraps a MemoryStore, counts calls, records releases in an
 // event log, can fail Renew or TryAcquire on demand, and forwards
-// Notify and GetMany so that waiting candidates wake at once.
+// Notify and GetMany so that waiting candidates wake at once. Its electors
+// read the clock it carries.
 type countingStore struct {
 	elector.Store
+	clock.Carrier
 	mem *elector.MemoryStore
 	ev  *events
 

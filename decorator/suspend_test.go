@@ -13,6 +13,7 @@ import (
 	"github.com/leaderaware/leaderaware/decorator"
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 )
 
 // tickingJob ticks every 100 ms on a goroutine that Start launches with the
@@ -83,7 +84,9 @@ func (j *tickingJob) firstRun() tickingRun {
 // one more tick, not RenewInterval (45 ticks at the defaults) later.
 func TestSuspendStopsJobAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		c := stepclock.New()
 		store := newCountingStore()
+		store.Carrier = clock.Carry(c)
 		e, err := elector.New(store, leaseName, elector.Config{Holder: "a"})
 		require.NoError(t, err)
 		job := &tickingJob{}
@@ -93,8 +96,7 @@ func TestSuspendStopsJobAtOnce(t *testing.T) {
 		time.Sleep(time.Second + 50*time.Millisecond)
 		require.Equal(t, 10, job.firstRun().ticks, "ticks before the suspend")
 
-		clock.Suspend(time.Minute)
-		defer clock.Suspend(-time.Minute)
+		c.Suspend(time.Minute)
 		resumed := time.Now()
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()

@@ -61,6 +61,7 @@ type Term interface {
 // concurrent use, but a candidate normally campaigns once at a time.
 type LeaseElector struct {
 	store Store
+	clock clock.Clock // the Store's (clock.Of)
 	name  string
 	cfg   Config
 
@@ -72,7 +73,7 @@ type LeaseElector struct {
 }
 
 // watch is what a candidate saw of a held lease: the lease, and the instant
-// (by [clock.Now]) it first saw that Token and Version.
+// (by the elector's clock) it first saw that Token and Version.
 type watch struct {
 	lease Lease
 	since time.Time
@@ -91,7 +92,7 @@ func New(s Store, name string, cfg Config) (*LeaseElector, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &LeaseElector{store: s, name: name, cfg: cfg}
+	e := &LeaseElector{store: s, clock: clock.Of(s), name: name, cfg: cfg}
 	e.key = runtimeKey(e)
 	return e, nil
 }
@@ -147,11 +148,11 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		if left > 0 {
 			observed = Lease{} // not watched long enough: take it only if free
 		}
-		start := clock.Now() // the trust window counts from before the store's write
+		start := e.clock.Now() // the trust window counts from before the store's write
 		actx, cancel := context.WithTimeout(ctx, trust)
 		l, err := e.store.TryAcquire(actx, e.name, e.cfg.Holder, e.cfg.TTL, observed)
 		cancel()
-		end := clock.Now()
+		end := e.clock.Now()
 		e.observeOp(OpAcquire, l.Token, start, end, err)
 		var held *HeldError
 		switch {
@@ -255,7 +256,7 @@ func (e *LeaseElector) hold(ctx context.Context, timer **time.Timer) bool {
 func (e *LeaseElector) watchLease(l Lease, restart bool) time.Duration {
 	e.mu.Lock()
 	if restart || !same(l, e.watch.lease) {
-		e.watch = watch{lease: l, since: clock.Now()}
+		e.watch = watch{lease: l, since: e.clock.Now()}
 	}
 	e.mu.Unlock()
 	_, left := e.watched()
@@ -271,7 +272,7 @@ func (e *LeaseElector) watched() (Lease, time.Duration) {
 	if e.watch.lease.Token == 0 {
 		return Lease{}, 0
 	}
-	return e.watch.lease, max(e.watch.lease.TTL, e.cfg.TTL) - clock.Since(e.watch.since)
+	return e.watch.lease, max(e.watch.lease.TTL, e.cfg.TTL) - e.clock.Now().Sub(e.watch.since)
 }
 
 // forget drops the watch: the lease it watched has been taken.
@@ -330,7 +331,7 @@ func (e *LeaseElector) opClock() time.Time {
 	if e.cfg.Observer == nil {
 		return time.Time{}
 	}
-	return clock.Now()
+	return e.clock.Now()
 }
 
 // observeOp reports a store call that ran from start to end.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 )
 
 // countingStore counts calls and can fail renewals. Embedding elector.Store
@@ -26,6 +27,9 @@ type countingStore struct {
 	acquires, renews, releases atomic.Int64
 	renewErr                   atomic.Pointer[error] // if set, Renew fails with it
 }
+
+// Clock passes on the Store's clock.
+func (c *countingStore) Clock() clock.Clock { return clock.Of(c.Store) }
 
 func (c *countingStore) TryAcquire(ctx context.Context, name, holder string, ttl time.Duration, observed elector.Lease) (elector.Lease, error) {
 	c.acquires.Add(1)
@@ -176,10 +180,10 @@ func TestTermExpiresBeforeOthersCanAcquire(t *testing.T) {
 // that others may have taken over meanwhile.
 func TestSuspendEndsTermAtNextWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &countingStore{Store: elector.NewMemoryStore()}
+		c := stepclock.New()
+		s := &countingStore{Store: elector.NewMemoryStoreOn(c)}
 		term := campaign(t, newElector(t, s, "a", fast))
-		clock.Suspend(time.Hour)
-		defer clock.Suspend(-time.Hour)
+		c.Suspend(time.Hour)
 		time.Sleep(fast.RenewInterval)
 		synctest.Wait()
 		select {
@@ -198,7 +202,8 @@ func TestSuspendEndsTermAtNextWake(t *testing.T) {
 // compared, so the candidate never takes over a renewed lease.
 func TestClockStepsMakeNoSecondLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := elector.NewMemoryStore()
+		c := stepclock.New()
+		s := elector.NewMemoryStoreOn(c)
 		ta := campaign(t, newElector(t, s, "a", fast))
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -209,7 +214,7 @@ func TestClockStepsMakeNoSecondLeader(t *testing.T) {
 		}()
 		for i := range 20 {
 			time.Sleep(2 * time.Second)
-			clock.Step(time.Duration(1-2*(i%2)) * time.Hour)
+			c.Step(time.Duration(1-2*(i%2)) * time.Hour)
 		}
 		require.ErrorIs(t, <-errc, context.DeadlineExceeded, "the candidate must not take over a lease that is renewed")
 		require.NoError(t, ta.Resign(t.Context()))
@@ -576,9 +581,9 @@ func TestTrustRemaining(t *testing.T) {
 // delays) fires.
 func TestTrustRemainingEndsTermAfterSuspend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		term := campaign(t, newElector(t, elector.NewMemoryStore(), "a", fast))
-		clock.Suspend(time.Hour)
-		defer clock.Suspend(-time.Hour)
+		c := stepclock.New()
+		term := campaign(t, newElector(t, elector.NewMemoryStoreOn(c), "a", fast))
+		c.Suspend(time.Hour)
 		assert.Zero(t, term.(interface{ TrustRemaining() time.Duration }).TrustRemaining())
 		select {
 		case <-term.Done():

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // hub watches every lease the waiting candidates of one Store wait on, so
@@ -127,7 +125,7 @@ func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, repor
 	margin := SafetyMargin(ttl)
 	sub := &subscription{
 		h: h, name: name, every: retry, margin: margin, bound: min(max(retry, margin), ttl-margin),
-		seen: seen, lastRead: clock.Now(), report: report,
+		seen: seen, lastRead: h.rt.clock.Now(), report: report,
 	}
 	if report == nil { // a candidate: see the gap reset
 		sub.every = min(retry, margin/2)
@@ -205,7 +203,7 @@ func (sub *subscription) saw(l Lease) {
 func (sub *subscription) fresh() bool {
 	sub.h.mu.Lock()
 	defer sub.h.mu.Unlock()
-	return clock.Since(sub.lastRead) <= sub.margin
+	return sub.h.rt.clock.Now().Sub(sub.lastRead) <= sub.margin
 }
 
 // answered takes l, a held state the store answered a compare-and-set
@@ -281,7 +279,7 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, se
 			}
 		}
 	}
-	now := clock.Now()
+	now := h.rt.clock.Now()
 	if poll := !now.Before(*nextPoll); poll || h.all {
 		if poll {
 			*nextPoll = now.Add(jitter(every))
@@ -307,7 +305,7 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, se
 func (h *hub) read(reads context.Context, names []string, seq uint64, bound time.Duration) {
 	if h.bulk == nil {
 		for _, name := range names {
-			start := clock.Now()
+			start := h.rt.clock.Now()
 			ctx, cancel := context.WithTimeout(reads, bound)
 			l, err := h.rt.store.Get(ctx, name)
 			cancel()
@@ -327,7 +325,7 @@ func (h *hub) read(reads context.Context, names []string, seq uint64, bound time
 	for len(names) > 0 {
 		chunk := names[:min(len(names), maxBatch)]
 		names = names[len(chunk):]
-		start := clock.Now()
+		start := h.rt.clock.Now()
 		ctx, cancel := context.WithTimeout(reads, bound)
 		got, err := h.bulk.GetMany(ctx, chunk)
 		cancel()

@@ -15,6 +15,8 @@ import (
 // write's new state: candidates that wait on it learn of every write at once.
 // The zero value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
+	clockCarrier // the clock of its Written stamps and its electors
+
 	mu       sync.Mutex
 	leases   map[string]*memoryLease // updated in place, never deleted: tokens never reset
 	notified map[*func(Change)]struct{}
@@ -102,7 +104,7 @@ func (m *MemoryStore) RenewMany(ctx context.Context, terms []Lease) ([]Lease, er
 func (m *MemoryStore) wrote(cur *memoryLease) {
 	cur.Version = max(cur.Version, cur.topVersion) + 1
 	cur.topToken, cur.topVersion = max(cur.topToken, cur.Token), cur.Version
-	cur.Written = clock.Wall()
+	cur.Written = m.Clock().Wall()
 	m.push(cur)
 }
 
@@ -200,3 +202,7 @@ func checkArgs(ctx context.Context, name string, ttl time.Duration) error {
 	}
 	return ValidateTTL(ttl)
 }
+
+// clockCarrier carries a Store's clock to its electors (see clock.Carrier):
+// an alias, so that the embedded field is unexported.
+type clockCarrier = clock.Carrier

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/internal/testing/rollbacktest"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 )
 
 // uncomparableStore is a Store value that is no map key.
@@ -20,14 +22,18 @@ type uncomparableStore struct {
 	_ func()
 }
 
+// Clock passes on the Store's clock.
+func (s uncomparableStore) Clock() clock.Clock { return clock.Of(s.Store) }
+
 // TestResumeWatchOfUncomparableStore: a Store value that cannot be a map key
 // still gets its terms ended on a resume, and leaves no goroutine.
 func TestResumeWatchOfUncomparableStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := uncomparableStore{Store: elector.NewMemoryStore()}
+		c := stepclock.New()
+		s := uncomparableStore{Store: elector.NewMemoryStoreOn(c)}
 		term := campaignCfg(t, s, elector.Config{})
 		time.Sleep(time.Second)
-		requireEndsOnLongSuspend(t, term)
+		requireEndsOnLongSuspend(t, c, term)
 	})
 }
 
@@ -36,7 +42,8 @@ func TestResumeWatchOfUncomparableStore(t *testing.T) {
 // with the last of them.
 func TestResumeWatchChurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := elector.NewMemoryStore()
+		c := stepclock.New()
+		s := elector.NewMemoryStoreOn(c)
 		var wg sync.WaitGroup
 		for i := range 20 {
 			e, err := elector.New(s, "job"+string(rune('a'+i)), fast)
@@ -54,7 +61,7 @@ func TestResumeWatchChurn(t *testing.T) {
 		assert.Zero(t, goroutinesIn(resumeWatch), "after the last Resign")
 		term := campaign(t, newElector(t, s, "late", fast))
 		time.Sleep(fast.RenewInterval / 2) // the schedule waits for its renewal
-		requireEndsOnLongSuspend(t, term)
+		requireEndsOnLongSuspend(t, c, term)
 		term.Abandon()
 		synctest.Wait()
 		assert.Zero(t, goroutinesIn(resumeWatch), "after Abandon")
@@ -66,12 +73,13 @@ func TestResumeWatchChurn(t *testing.T) {
 // term, on the same machine, has ended.
 func TestSuspendDuringCampaignNoEarlyTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := elector.NewMemoryStore()
+		c := stepclock.New()
+		s := elector.NewMemoryStoreOn(c)
 		ta := campaign(t, newElector(t, s, "a", fast))
 		won, stop := rollbacktest.CampaignAsync(t, newElector(t, s, "b", fast))
 		defer stop()
 		time.Sleep(1500 * time.Millisecond)
-		suspend(t, time.Minute)
+		c.Suspend(time.Minute)
 		tb := <-won
 		select {
 		case <-ta.Done():

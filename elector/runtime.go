@@ -3,6 +3,8 @@ package elector
 import (
 	"reflect"
 	"sync"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // storeRuntime is the protocol work for one Store instance in this process,
@@ -25,6 +27,7 @@ import (
 type storeRuntime struct {
 	key   any
 	store Store
+	clock clock.Clock    // the Store's, which its electors read too
 	users int            // guarded by runtimes.mu
 	idle  bool           // no users and no goroutines: free to take up again; guarded by runtimes.mu
 	wg    sync.WaitGroup // the runtime's goroutines
@@ -47,7 +50,7 @@ func join(e *LeaseElector) *storeRuntime {
 	rt := runtimes.m[key]
 	if rt == nil {
 		if rt = e.rt; rt == nil || !rt.idle {
-			rt = &storeRuntime{key: key, store: e.store}
+			rt = &storeRuntime{key: key, store: e.store, clock: e.clock}
 			rt.sched.init(rt)
 			rt.hub.init(rt)
 		}

@@ -71,7 +71,7 @@ type scheduler struct {
 	watching watchState
 	watchAt  time.Time     // when dispatch is to start it, if pending
 	slept    time.Duration // clock.SuspendedSoFar when the first term came
-	waker    *clock.Waker  // while it runs
+	waker    clock.Waker   // while it runs
 	wakeAt   time.Time     // the Waker's deadline
 }
 
@@ -113,7 +113,7 @@ func (s *scheduler) add(t *leaseTerm, start time.Time) {
 		// suspend, and a later one shows as a change, as does one that
 		// the reading, which may be a millisecond old, missed (a
 		// change that finds every window open ends no term).
-		s.slept = clock.SuspendedSoFar()
+		s.slept = s.rt.clock.SuspendedSoFar()
 		s.watching, s.watchAt = watchPending, start.Add(resumeWatchDelay)
 		s.wake(s.watchAt)
 	case watchRunning:
@@ -170,7 +170,7 @@ func (s *scheduler) wake(at time.Time) {
 		s.rt.wg.Add(1)
 	}
 	s.timerAt = at
-	s.timer.Reset(max(clock.Until(at), 0))
+	s.timer.Reset(max(at.Sub(s.rt.clock.Now()), 0))
 }
 
 // lateAt returns the instant by which, but for a suspend, t has renewed.
@@ -194,12 +194,12 @@ func (s *scheduler) dispatch() {
 	if len(s.terms) == 0 {
 		return
 	}
-	now := clock.Now()
+	now := s.rt.clock.Now()
 	if s.watching == watchPending {
 		if now.Before(s.watchAt) {
 			s.wake(s.watchAt)
 		} else {
-			s.waker = clock.NewWaker()
+			s.waker = s.rt.clock.NewWaker()
 			s.watching, s.wakeAt = watchRunning, time.Time{}
 			s.rt.wg.Add(1)
 			go s.watchResumes(s.waker, s.slept)
@@ -279,11 +279,11 @@ func (s *scheduler) work() {
 
 // renew renews the terms of one job in one store call.
 func (s *scheduler) renew(job renewal) {
-	start := clock.Now()
+	start := s.rt.clock.Now()
 	terms := make([]*leaseTerm, 0, len(job.terms))
 	bound := job.every
 	for _, t := range job.terms {
-		trust := clock.Until(t.trustEnd())
+		trust := t.trustEnd().Sub(s.rt.clock.Now())
 		if t.Err() != nil || trust <= 0 {
 			s.settle(t, time.Time{})
 			t.expire() // a suspend delayed its timer
@@ -341,7 +341,7 @@ func (s *scheduler) renew(job renewal) {
 
 // renewed records the outcome of t's renewal that started at start.
 func (s *scheduler) renewed(t *leaseTerm, start time.Time, l Lease, err error) {
-	end := clock.Now()
+	end := s.rt.clock.Now()
 	next := t.renewedAt(start, end, l, err)
 	s.settle(t, next)
 }
@@ -368,10 +368,10 @@ func (s *scheduler) settle(t *leaseTerm, next time.Time) {
 // dispatch starts it resumeWatchDelay after the first term's acquire, and
 // it returns once the last term has gone. slept is clock.SuspendedSoFar
 // when the first term came.
-func (s *scheduler) watchResumes(waker *clock.Waker, slept time.Duration) {
+func (s *scheduler) watchResumes(waker clock.Waker, slept time.Duration) {
 	defer s.rt.wg.Done()
 	for {
-		if now := clock.Suspended(); now != slept {
+		if now := s.rt.clock.Suspended(); now != slept {
 			slept = now
 			for _, t := range s.held() {
 				t.resumed()
@@ -404,7 +404,7 @@ func (s *scheduler) held() []*leaseTerm {
 // resumeRecheck from now if that is sooner. Late instants only move
 // forward, so one that a term sets later never comes before it. Once the
 // last term has gone (and stopped the Waker) it does nothing.
-func (s *scheduler) setWaker(waker *clock.Waker) {
+func (s *scheduler) setWaker(waker clock.Waker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waker != waker {
@@ -416,7 +416,7 @@ func (s *scheduler) setWaker(waker *clock.Waker) {
 			next = late
 		}
 	}
-	if floor := clock.Now().Add(resumeRecheck); next.Before(floor) {
+	if floor := s.rt.clock.Now().Add(resumeRecheck); next.Before(floor) {
 		next = floor
 	}
 	s.wakeAt = next

@@ -13,19 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 )
 
 // resumeBound is how soon after a resume a term must have acted on it: well
 // under the 100 ms tick of the jobs in the suspend tests, and far under a
 // RenewInterval.
 const resumeBound = 100 * time.Millisecond
-
-// suspend simulates a suspend of the machine for d, undone when the test ends.
-func suspend(t *testing.T, d time.Duration) {
-	clock.Suspend(d)
-	t.Cleanup(func() { clock.Suspend(-d) })
-}
 
 // campaignCfg wins a term with cfg that the test resigns when it ends,
 // whatever the outcome.
@@ -35,11 +29,11 @@ func campaignCfg(t *testing.T, s elector.Store, cfg elector.Config) elector.Term
 	return term
 }
 
-// requireEndsOnLongSuspend simulates a suspend past term's trust window and
-// checks that the term has expired resumeBound later.
-func requireEndsOnLongSuspend(t *testing.T, term elector.Term) {
+// requireEndsOnLongSuspend simulates a suspend of c past term's trust
+// window and checks that the term has expired resumeBound later.
+func requireEndsOnLongSuspend(t *testing.T, c *stepclock.Clock, term elector.Term) {
 	t.Helper()
-	suspend(t, time.Minute)
+	c.Suspend(time.Minute)
 	time.Sleep(resumeBound)
 	synctest.Wait()
 	select {
@@ -59,10 +53,11 @@ func trustOf(term elector.Term) time.Duration {
 // delayed) fires RenewInterval later.
 func TestSuspendEndsTermAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &countingStore{Store: elector.NewMemoryStore()}
+		c := stepclock.New()
+		s := &countingStore{Store: elector.NewMemoryStoreOn(c)}
 		term := campaignCfg(t, s, elector.Config{})
 		time.Sleep(time.Second)
-		requireEndsOnLongSuspend(t, term)
+		requireEndsOnLongSuspend(t, c, term)
 		assert.Zero(t, s.renews.Load(), "no renewal after the trust window closed during the suspend")
 	})
 }
@@ -72,8 +67,9 @@ func TestSuspendEndsTermAtOnce(t *testing.T) {
 // runs, ends the term within resumeBound too.
 func TestSuspendAsTheFirstTermStartsEndsItAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		term := campaignCfg(t, elector.NewMemoryStore(), elector.Config{})
-		requireEndsOnLongSuspend(t, term)
+		c := stepclock.New()
+		term := campaignCfg(t, elector.NewMemoryStoreOn(c), elector.Config{})
+		requireEndsOnLongSuspend(t, c, term)
 	})
 }
 
@@ -83,10 +79,11 @@ func TestSuspendAsTheFirstTermStartsEndsItAtOnce(t *testing.T) {
 // resume instead of letting the term run out.
 func TestShortSuspendRenewsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &countingStore{Store: elector.NewMemoryStore()}
+		c := stepclock.New()
+		s := &countingStore{Store: elector.NewMemoryStoreOn(c)}
 		term := campaignCfg(t, s, elector.Config{})
 		time.Sleep(time.Second)
-		suspend(t, 10*time.Second) // 2.5 s of trust left
+		c.Suspend(10 * time.Second) // 2.5 s of trust left
 		time.Sleep(resumeBound)
 		synctest.Wait()
 		require.EqualValues(t, 1, s.renews.Load(), "the renewal due during the suspend runs on resume")
@@ -101,11 +98,12 @@ func TestShortSuspendRenewsAtOnce(t *testing.T) {
 // after the resume.
 func TestSuspendDuringRenewalEndsTermAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &stuckStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		c := stepclock.New()
+		s := &stuckStore{countingStore: countingStore{Store: elector.NewMemoryStoreOn(c)}}
 		s.stuck.Store(1)
 		term := campaignCfg(t, s, elector.Config{})
 		time.Sleep(6 * time.Second) // the renewal at 5 s hangs
-		requireEndsOnLongSuspend(t, term)
+		requireEndsOnLongSuspend(t, c, term)
 	})
 }
 
@@ -115,12 +113,13 @@ func TestSuspendDuringRenewalEndsTermAtOnce(t *testing.T) {
 // clock), not the suspend's length later.
 func TestShortSuspendDuringRenewalEndsTermOnTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &stuckStore{countingStore: countingStore{Store: elector.NewMemoryStore()}}
+		c := stepclock.New()
+		s := &stuckStore{countingStore: countingStore{Store: elector.NewMemoryStoreOn(c)}}
 		s.stuck.Store(10)
 		start := time.Now()
 		term := campaignCfg(t, s, elector.Config{})
 		time.Sleep(6 * time.Second) // the renewal at 5 s hangs
-		suspend(t, 5*time.Second)
+		c.Suspend(5 * time.Second)
 		<-term.Done()
 		assert.Equal(t, 8500*time.Millisecond, time.Since(start).Round(resumeBound))
 		require.ErrorIs(t, term.Err(), elector.ErrLeaseExpired)

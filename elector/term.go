@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // leaseTerm is the [Term] of a [LeaseElector]. Its Store's scheduler renews
 // it; its expiry timer ends it when its trust window closes.
 type leaseTerm struct {
-	elector    *LeaseElector // for its observer
+	elector    *LeaseElector // for its observer and clock
 	rt         *storeRuntime
 	ttl        time.Duration
 	renewEvery time.Duration
@@ -86,7 +84,7 @@ func (t *leaseTerm) Err() error {
 // when the expiry timer fires: after a suspend, that timer fires late.
 func (t *leaseTerm) TrustRemaining() time.Duration {
 	t.mu.Lock()
-	left := clock.Until(t.trustUntil)
+	left := t.trustUntil.Sub(t.elector.clock.Now())
 	ended := t.err != nil
 	t.mu.Unlock()
 	if ended {
@@ -116,7 +114,7 @@ func (t *leaseTerm) trustEnd() time.Time {
 // re-arms the expiry timer for the trust left.
 func (t *leaseTerm) expire() {
 	t.mu.Lock()
-	left := clock.Until(t.trustUntil)
+	left := t.trustUntil.Sub(t.elector.clock.Now())
 	if left > 0 || t.err != nil {
 		if t.err == nil {
 			t.armExpiry(left)
@@ -159,7 +157,7 @@ func (t *leaseTerm) renewedAt(start, end time.Time, l Lease, err error) time.Tim
 	case t.err != nil:
 	case err == nil:
 		t.lease, t.trustUntil, t.lastErr = l, trustedUntil(start, t.ttl), nil
-		t.armExpiry(clock.Until(t.trustUntil))
+		t.armExpiry(t.trustUntil.Sub(t.elector.clock.Now()))
 		next = start.Add(t.renewEvery)
 	case errors.Is(err, ErrLeaseLost):
 	default:

@@ -86,7 +86,7 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 // reads their rows: a term that still holds its row has the version this
 // call wrote, or another one (a row rolled back) and is renewed alone.
 func (s *Store) renewChunk(ctx context.Context, terms []elector.Lease) ([]elector.Lease, error) {
-	written := wallMicros()
+	written := s.wallMicros()
 	names, in := make([]string, len(terms)), make([]any, len(terms))
 	ttls, keys := make([]any, 0, 2*len(terms)), make([]any, 0, 4*len(terms))
 	for i, l := range terms {

@@ -128,7 +128,7 @@ func bareTakeover(ctx context.Context, s *Store, db *sql.DB, observed elector.Le
 	if err != nil {
 		return elector.Lease{}, err
 	}
-	written := wallMicros()
+	written := s.wallMicros()
 	res, err := db.ExecContext(ctx, s.sqlTake, holder, micros(ttl), written, cur.Name, cur.Token, cur.Version)
 	token, err := wrote(res, err)
 	if err != nil || token == 0 {
@@ -140,7 +140,7 @@ func bareTakeover(ctx context.Context, s *Store, db *sql.DB, observed elector.Le
 
 // bareRenew is Renew's UPDATE, whose LAST_INSERT_ID is the new version.
 func bareRenew(ctx context.Context, s *Store, db *sql.DB, l elector.Lease, ttl time.Duration) (elector.Lease, error) {
-	written := wallMicros()
+	written := s.wallMicros()
 	version, err := wrote(db.ExecContext(ctx, s.sqlRenew, micros(ttl), written, l.Name, l.Token, l.Holder))
 	if err != nil || version == 0 {
 		return elector.Lease{}, fmt.Errorf("renew: version %d, %v", version, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 )
 
 // fakeTerm is a term that knows its lease and never ends, all a fenced
@@ -263,7 +264,9 @@ func TestFencedRefusedEndedTerm(t *testing.T) {
 func TestFencedRefusedAfterSuspend(t *testing.T) {
 	for _, during := range []bool{false, true} {
 		t.Run(map[bool]string{false: "before the write", true: "during the write"}[during], func(t *testing.T) {
+			c := stepclock.New()
 			s := openStore(t, "")
+			s.clockCarrier = clock.Carry(c)
 			jobs := jobTable(t, s)
 			ctx := testCtx(t)
 			e, err := elector.New(s, "job", elector.Config{TTL: 10 * time.Second, Holder: "a"})
@@ -271,10 +274,7 @@ func TestFencedRefusedAfterSuspend(t *testing.T) {
 			term, err := e.Campaign(ctx)
 			require.NoError(t, err)
 			defer term.Abandon()
-			suspend := func() {
-				clock.Suspend(time.Hour)
-				t.Cleanup(func() { clock.Suspend(-time.Hour) })
-			}
+			suspend := func() { c.Suspend(time.Hour) }
 			if !during {
 				suspend()
 			}

@@ -24,6 +24,8 @@ import (
 // ([elector.Notifier]) and offers fenced writes ([Store.Fenced]). Close it
 // when done.
 type Store struct {
+	clockCarrier // the clock of its written_at stamps and its electors
+
 	leases *leasePool
 	jobs   *sql.DB // fenced writes; Open's own, or New's caller's
 	owns   bool    // Open made jobs, and Close closes it
@@ -162,7 +164,7 @@ func (s *Store) acquire(ctx context.Context, q querier, name, holder string, ttl
 // take starts holder's term in one statement if the lease is still cur,
 // the state just read (no row if !exists), and reports whether it did.
 func (s *Store) take(ctx context.Context, q querier, name, holder string, ttl time.Duration, exists bool, cur elector.Lease) (elector.Lease, bool, error) {
-	written := wallMicros()
+	written := s.wallMicros()
 	query, args := s.sqlInsert, []any{name, holder, micros(ttl), written}
 	if exists {
 		query, args = s.sqlTake, []any{holder, micros(ttl), written, name, cur.Token, cur.Version}
@@ -206,7 +208,7 @@ func (s *Store) Renew(ctx context.Context, l elector.Lease, ttl time.Duration) (
 	if err := s.check(ctx, l.Name, ttl); err != nil {
 		return elector.Lease{}, err
 	}
-	written := wallMicros()
+	written := s.wallMicros()
 	version, err := wrote(s.exec(ctx, s.sqlRenew, micros(ttl), written, l.Name, l.Token, l.Holder))
 	switch {
 	case err != nil:
@@ -228,7 +230,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	if err := s.check(ctx, l.Name, elector.MinTTL); err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, s.sqlRelease, wallMicros(), l.Name, l.Token, l.Holder); err != nil {
+	if _, err := s.exec(ctx, s.sqlRelease, s.wallMicros(), l.Name, l.Token, l.Holder); err != nil {
 		return s.opErr("release", leasesOf(l.Name), err)
 	}
 	return nil
@@ -310,8 +312,13 @@ func wrote(res sql.Result, err error) (uint64, error) {
 	return uint64(id), err
 }
 
+// clockCarrier carries a Store's clock to its electors (clock.System; this
+// package's tests set another): an alias, so that the embedded field is
+// unexported.
+type clockCarrier = clock.Carrier
+
 // wallMicros is this process's wall clock in µs since the Unix epoch: written_at.
-func wallMicros() int64 { return clock.Wall().UnixMicro() }
+func (s *Store) wallMicros() int64 { return s.Clock().Wall().UnixMicro() }
 
 // micros is d in whole microseconds, the resolution of ttl_us, rounded up
 // so that no TTL is stored shorter than given. It cannot overflow.

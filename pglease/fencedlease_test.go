@@ -32,7 +32,7 @@ type fixedTerm struct {
 func (t fixedTerm) Lease() elector.Lease             { return t.l }
 func (t fixedTerm) Token() uint64                    { return t.l.Token }
 func (t fixedTerm) Done() <-chan struct{}            { return nil }
-func (t fixedTerm) TrustRemaining() time.Duration    { return max(0, clock.Until(t.until)) }
+func (t fixedTerm) TrustRemaining() time.Duration    { return max(0, t.until.Sub(clock.Now())) }
 func (t fixedTerm) Err() error                       { return nil }
 func (t fixedTerm) Resign(ctx context.Context) error { return nil }
 func (t fixedTerm) Abandon()                         {}

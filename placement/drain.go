@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // Drain gives up every lease this replica holds to the other members, all
@@ -28,7 +27,7 @@ func (g *Group) Drain(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	var terms []elector.Term
-	now := clock.Now()
+	now := g.clock.Now()
 	for name, h := range g.liveTermsLocked() {
 		g.yieldLocked(name, h, now, "drain")
 		terms = append(terms, h.term)
@@ -57,7 +56,7 @@ func (g *Group) Handoff(ctx context.Context, name string) error {
 		g.mu.Unlock()
 		return fmt.Errorf("placement: lease %q is not held by this replica (%q) in group %q; Handoff gives up a lease it leads", name, g.cfg.Holder, g.cfg.Name)
 	}
-	g.yieldLocked(name, h, clock.Now(), "handoff")
+	g.yieldLocked(name, h, g.clock.Now(), "handoff")
 	g.mu.Unlock()
 	select {
 	case <-h.term.Done():

@@ -126,6 +126,7 @@ func parseSeatHolder(s string) (holder string, joined time.Time) {
 // [elector.Placer]. Its methods are safe for concurrent use.
 type Group struct {
 	store elector.Store
+	clock clock.Clock // the Store's (clock.Of), which its electors read
 	cfg   Config
 	seats []string // seat lease names
 	// seatHolder is this replica's holder name in its seat.
@@ -185,8 +186,9 @@ func New(s elector.Store, cfg Config) (*Group, error) {
 	}
 	g := &Group{
 		store:    s,
+		clock:    clock.Of(s),
 		cfg:      cfg,
-		joined:   clock.Wall(),
+		joined:   clock.Of(s).Wall(),
 		kick:     make(chan struct{}, 1),
 		isLease:  map[string]bool{},
 		seatEl:   make([]*elector.LeaseElector, cfg.Seats),
@@ -379,7 +381,7 @@ func (g *Group) read(ctx context.Context) error {
 			got[i] = l
 		}
 	}
-	now := clock.Now()
+	now := g.clock.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i, l := range got[:len(g.seats)] {
@@ -413,7 +415,7 @@ func (g *Group) changed(c elector.Change) {
 	if err != nil || i < 0 || i >= len(g.seats) || g.seats[i] != c.Name {
 		return
 	}
-	now := clock.Now()
+	now := g.clock.Now()
 	g.mu.Lock()
 	g.sawSeatLocked(i, c.State, now)
 	g.mu.Unlock()
@@ -466,7 +468,7 @@ func (g *Group) keepSeat(ctx context.Context) {
 		return
 	}
 	g.seat, g.seatIdx = term, i
-	g.seen[i] = seen{lease: term.Lease(), since: clock.Now()}
+	g.seen[i] = seen{lease: term.Lease(), since: g.clock.Now()}
 	g.mu.Unlock()
 	g.cfg.Logger.Info("placement: joined group", "group", g.cfg.Name, "holder", g.cfg.Holder, "seat", g.seats[i])
 }
@@ -489,7 +491,7 @@ func (g *Group) freeSeatLocked() int {
 // liveLocked reports whether the member in a seat is live: its seat
 // changed within the last TTL, or was first seen less than a TTL ago.
 func (g *Group) liveLocked(s seen) bool {
-	return s.lease.Token != 0 && clock.Since(s.since) < max(s.lease.TTL, g.cfg.TTL)
+	return s.lease.Token != 0 && g.clock.Now().Sub(s.since) < max(s.lease.TTL, g.cfg.TTL)
 }
 
 // jitter returns a duration in [d/2, d].

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // The policy's timings, as fractions of RetryInterval, and its pace.
@@ -42,7 +41,7 @@ func (g *Group) Hold(name string) time.Duration {
 		return g.cfg.TTL
 	}
 	r := g.cfg.RetryInterval
-	now := clock.Now()
+	now := g.clock.Now()
 	delete(g.reserved, name) // its last attempt is over
 	if at, ok := g.yielded[name]; ok {
 		if left := r - now.Sub(at); left > 0 {
@@ -71,7 +70,7 @@ func (g *Group) Hold(name string) time.Duration {
 // Lead implements [elector.Placer]: it counts the term among this
 // replica's and returns the channel the group closes to have it yield.
 func (g *Group) Lead(name string, t elector.Term) <-chan struct{} {
-	h := &held{term: t, started: clock.Now(), yield: make(chan struct{})}
+	h := &held{term: t, started: g.clock.Now(), yield: make(chan struct{})}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.terms[name] = h
@@ -142,7 +141,7 @@ func (g *Group) balance() {
 			over = append(over, surplus{holder, n})
 		}
 	}
-	now := clock.Now()
+	now := g.clock.Now()
 	settle := time.Duration(1+target) * g.cfg.RetryInterval
 	deficit, settled := 0, 0 // leases short of T: of every member, of those short for settle
 	for holder, n := range counts {

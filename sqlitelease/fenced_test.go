@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -232,7 +232,8 @@ func TestFencedRefusedAfterSuspend(t *testing.T) {
 		{name: "during the write", during: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := open(t)
+			c := stepclock.New()
+			s := open(t, sqlitelease.WithClock(c))
 			rows := jobTable(t, s)
 			e, err := elector.New(s, "prices", elector.Config{TTL: 10 * time.Second, Holder: "a"})
 			require.NoError(t, err)
@@ -241,10 +242,7 @@ func TestFencedRefusedAfterSuspend(t *testing.T) {
 			defer func() { require.NoError(t, term.Resign(bg(t))) }()
 			ctx := elector.ContextWithTerm(bg(t), term)
 
-			suspend := func() {
-				clock.Suspend(time.Hour)
-				t.Cleanup(func() { clock.Suspend(-time.Hour) })
-			}
+			suspend := func() { c.Suspend(time.Hour) }
 			if !tc.during {
 				suspend()
 			}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // closeTimeout bounds Close's clearing of liveness records. Tests shorten it.
@@ -91,7 +89,7 @@ func (s *Store) tryClearLive(lc *leaseConn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	err := retryBusy(ctx, func() error {
-		_, err := exec(ctx, clearSQL, s.live.file, s.live.offset, clock.Wall().UnixMilli())
+		_, err := exec(ctx, clearSQL, s.live.file, s.live.offset, s.Clock().Wall().UnixMilli())
 		return err
 	})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -49,7 +49,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	s := openPath(t, path)
+	c := stepclock.New()
+	s := openPath(t, path, sqlitelease.WithClock(c))
 	live, err := s.Get(bg(t), "live")
 	require.NoError(t, err)
 	assert.Equal(t, "h1", live.Holder)
@@ -74,8 +75,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	// With the wall clock back at 1970, only the high-water mark that the
 	// migration set keeps new tokens above the old ones.
 	back := time.Since(time.Unix(0, 0))
-	clock.Step(-back)
-	t.Cleanup(func() { clock.Step(back) })
+	c.Step(-back)
 	next, err := s.TryAcquire(bg(t), "live", "b", time.Minute, live)
 	require.NoError(t, err)
 	assert.Greater(t, next.Token, uint64(9), "tokens carry on above the file's largest")

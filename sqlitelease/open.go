@@ -14,6 +14,8 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 const openTimeout = 30 * time.Second
@@ -109,7 +111,7 @@ func openFile(path string, cfg config) (*Store, int, error) {
 		hold.release()
 		return nil, 0, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
-	s := &Store{path: path, abs: abs, real: real, opened: time.Now(), cfg: cfg, leaseSem: make(chan struct{}, 1)}
+	s := &Store{clockCarrier: clock.Carry(cfg.clock), path: path, abs: abs, real: real, opened: time.Now(), cfg: cfg, leaseSem: make(chan struct{}, 1)}
 	s.db.Store(db)
 	s.hold.Store(hold)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
@@ -224,13 +226,13 @@ func checkWAL(path, real string) error {
 // find it locked in ways SQLite's busy handler does not wait for.
 func (s *Store) setUp(ctx context.Context) (from int, err error) {
 	err = retryBusy(ctx, func() (err error) {
-		s.lc, from, err = trySetUp(ctx, s.DB())
+		s.lc, from, err = trySetUp(ctx, s.DB(), s.Clock())
 		return err
 	})
 	return from, err
 }
 
-func trySetUp(ctx context.Context, db *sql.DB) (_ *leaseConn, from int, err error) {
+func trySetUp(ctx context.Context, db *sql.DB, clk clock.Clock) (_ *leaseConn, from int, err error) {
 	c, err := db.Conn(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -244,7 +246,7 @@ func trySetUp(ctx context.Context, db *sql.DB) (_ *leaseConn, from int, err erro
 		err = fmt.Errorf("%w: its journal mode is %q (is it on a network filesystem?)", ErrNotWAL, mode)
 	}
 	if err == nil {
-		from, err = migrate(ctx, c)
+		from, err = migrate(ctx, c, clk)
 	}
 	if err == nil {
 		err = lc.prepare(ctx)

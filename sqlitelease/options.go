@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // Defaults of the options of [Open].
@@ -24,6 +26,7 @@ type config struct {
 	busyTimeout    time.Duration
 	watchInterval  time.Duration
 	logger         *slog.Logger // nil: slog.Default when a line is written
+	clock          clock.Clock  // nil: clock.System
 }
 
 func defaultConfig() config {
@@ -84,3 +87,17 @@ func (c config) log() *slog.Logger {
 	}
 	return slog.Default()
 }
+
+// WithClock makes the Store floor its tokens and versions by c's wall clock
+// and its electors measure time on c, instead of the machine's clocks. The
+// clock package is internal: only this module's tests name one, to step the
+// wall clock and simulate a suspend.
+func WithClock(c clock.Clock) Option { return clockOption{c} }
+
+type clockOption struct{ c clock.Clock }
+
+func (o clockOption) apply(c *config) { c.clock = o.c }
+
+// clockCarrier carries a Store's clock to its electors: an alias, so that
+// the embedded field is unexported.
+type clockCarrier = clock.Carrier

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
 )
 
 // A restore (`mv restored.db app.db`) is safe because every term the Store
@@ -54,9 +53,8 @@ const fileHighSQL = `SELECT coalesce((SELECT value FROM ` + metaTable + ` WHERE 
 // restoreFile marks the rows of the file on lc held if its mark is below
 // floor and others says that another Store may run a term of the old file,
 // and gives name, if not "", a placeholder row; it reports whether it wrote.
-// The caller holds the write lock.
-func restoreFile(ctx context.Context, lc *leaseConn, floor int64, others func() bool, name string, ttlMs int64) (bool, error) {
-	now := clock.Wall().UnixMilli()
+// The caller holds the write lock; now is the wall clock in ms.
+func restoreFile(ctx context.Context, lc *leaseConn, floor int64, others func() bool, name string, ttlMs, now int64) (bool, error) {
 	var high, below int64
 	if err := lc.fileHigh.QueryRowContext(ctx).Scan(&high, &below); err != nil {
 		return false, err
@@ -147,7 +145,7 @@ type leftFile struct {
 func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.FileInfo, floor, ttlMs int64) (*leaseConn, error) {
 	var lc *leaseConn
 	err := retryBusy(ctx, func() (err error) {
-		lc, _, err = trySetUp(ctx, db)
+		lc, _, err = trySetUp(ctx, db, s.Clock())
 		return err
 	})
 	if err != nil {
@@ -160,7 +158,7 @@ func (s *Store) setUpOn(ctx context.Context, db *sql.DB, hold *fileHold, fi os.F
 	always := func() bool { return true } // this Store's own jobs may still run
 	err = lc.writeTx(ctx, func() error {
 		return s.live.withMark(ctx, func(mark int64) (int64, error) {
-			_, err := restoreFile(ctx, lc, max(floor, mark), always, "", ttlMs)
+			_, err := restoreFile(ctx, lc, max(floor, mark), always, "", ttlMs, s.Clock().Wall().UnixMilli())
 			return mark, err
 		})
 	})

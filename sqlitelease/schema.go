@@ -100,7 +100,7 @@ var ErrSchemaTooNew = errors.New("the lease schema is newer than this version of
 // migrate brings the schema on c to [SchemaVersion] in one IMMEDIATE
 // transaction, so that concurrent Opens migrate once, and returns the
 // version it found.
-func migrate(ctx context.Context, c *sql.Conn) (from int, err error) {
+func migrate(ctx context.Context, c *sql.Conn, clk clock.Clock) (from int, err error) {
 	err = retryBusy(ctx, func() error {
 		tx, err := c.BeginTx(ctx, nil)
 		if err != nil {
@@ -137,7 +137,7 @@ func migrate(ctx context.Context, c *sql.Conn) (from int, err error) {
 		if from == SchemaVersion {
 			return nil // Rollback: nothing was written but an existing meta table
 		}
-		now := sql.Named("now", clock.Wall().UnixMilli())
+		now := sql.Named("now", clk.Wall().UnixMilli())
 		for v := from; v < SchemaVersion; v++ {
 			for _, stmt := range migrations[v] {
 				if _, err := tx.ExecContext(ctx, stmt, now); err != nil {

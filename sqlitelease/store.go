@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/internal/sqlitesql"
 )
 
@@ -25,6 +24,8 @@ var ErrClosed = errors.New("sqlitelease: store is closed")
 // with fenced writes for the jobs that keep their data in the file. Open one
 // Store per file per process, share it, and Close it when done.
 type Store struct {
+	clockCarrier // the clock of its token floors and its electors
+
 	path  string                      // as given to Open, for error messages
 	abs   string                      // the absolute path
 	real  string                      // abs with its symbolic links resolved: where SQLite and the side files are
@@ -177,7 +178,7 @@ func (s *Store) issue(ctx context.Context, lc *leaseConn, name string, ttlMs, cl
 	restored := false
 	err := lc.writeTx(ctx, func() error {
 		return s.live.withMark(ctx, func(mark int64) (_ int64, err error) {
-			if restored, err = restoreFile(ctx, lc, mark, s.live.othersLocked, name, ttlMs); err != nil || restored {
+			if restored, err = restoreFile(ctx, lc, mark, s.live.othersLocked, name, ttlMs, s.Clock().Wall().UnixMilli()); err != nil || restored {
 				return mark, err
 			}
 			return acquire(max(clockFloor, mark+1))
@@ -339,7 +340,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 				}
 				checked = true
 			}
-			wall := clock.Wall()
+			wall := s.Clock().Wall()
 			s.markRecorded()
 			var token, version int64
 			err := s.issue(ctx, lc, name, ttlMs, wall.UnixMicro(), func(floor int64) (int64, error) {
@@ -426,7 +427,7 @@ func (s *Store) RenewMany(ctx context.Context, terms []elector.Lease) ([]elector
 	if len(terms) == 0 {
 		return out, nil
 	}
-	written := clock.Wall().UnixMilli()
+	written := s.Clock().Wall().UnixMilli()
 	liveFile, liveOffset := s.live.args()
 	renewed := func(i int, version int64) {
 		l := terms[i]
@@ -519,7 +520,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 		if s.endedTerm(l.Token) {
 			return nil // not the current term of the file at the path: nothing to release
 		}
-		res, err := lc.release.ExecContext(ctx, l.Name, l.Holder, sqlInt(l.Token), clock.Wall().UnixMilli())
+		res, err := lc.release.ExecContext(ctx, l.Name, l.Holder, sqlInt(l.Token), s.Clock().Wall().UnixMilli())
 		if err != nil {
 			return err
 		}

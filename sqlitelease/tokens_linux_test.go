@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -26,39 +26,35 @@ func TestTokensNeverGoBackFileDeletedClockStepped(t *testing.T) {
 		name string
 		// between runs after the first term, with the store closed
 		// (closed) or open (the file is deleted under it, as in the chaos
-		// run).
+		// run), with the option of the stepped clock.
 		closed  bool
-		between func(t *testing.T, path string)
+		between func(t *testing.T, path string, stepped sqlitelease.Option)
 	}{
 		{name: "closed, then deleted", closed: true},
 		{name: "deleted under the store"},
-		{name: "mark missing from -live, seeded by Open", closed: true, between: func(t *testing.T, path string) {
+		{name: "mark missing from -live, seeded by Open", closed: true, between: func(t *testing.T, path string, stepped sqlitelease.Option) {
 			// As a file whose tokens an older release issued: its -live
 			// is empty. An Open before the deletion records the file's
 			// mark there.
 			require.NoError(t, os.Truncate(path+"-live", 0))
-			s, err := sqlitelease.Open(path)
+			s, err := sqlitelease.Open(path, stepped)
 			require.NoError(t, err)
 			require.NoError(t, s.Close())
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "app.db")
-			s, err := sqlitelease.Open(path)
+			c := stepclock.New()
+			c.Step(time.Hour)
+			stepped := sqlitelease.WithClock(c)
+			s, err := sqlitelease.Open(path, stepped)
 			require.NoError(t, err)
-			clock.Step(time.Hour)
-			stepped := true
-			t.Cleanup(func() {
-				if stepped {
-					clock.Step(-time.Hour)
-				}
-			})
 			before := acquireReleased(t, s, "job", "a")
 			if tc.closed {
 				require.NoError(t, s.Close())
 			}
 			if tc.between != nil {
-				tc.between(t, path)
+				tc.between(t, path, stepped)
 			}
 
 			for _, suffix := range []string{"", "-wal", "-shm"} { // rm app.db app.db-wal app.db-shm
@@ -66,8 +62,7 @@ func TestTokensNeverGoBackFileDeletedClockStepped(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
-			clock.Step(-time.Hour)
-			stepped = false
+			c.Step(-time.Hour)
 			if !tc.closed {
 				require.NoError(t, s.Close())
 			}

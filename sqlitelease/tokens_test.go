@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -40,12 +40,12 @@ func TestTokensNeverGoBack(t *testing.T) {
 	})
 	t.Run("rows deleted, wall clock stepped back", func(t *testing.T) {
 		// The clock floor is an hour behind: the high-water mark holds.
-		s := open(t)
+		c := stepclock.New()
+		s := open(t, sqlitelease.WithClock(c))
 		before := acquireReleased(t, s, "job", "a")
 		_, err := s.DB().ExecContext(bg(t), `DELETE FROM leaderaware_lease`)
 		require.NoError(t, err)
-		clock.Step(-time.Hour)
-		t.Cleanup(func() { clock.Step(time.Hour) })
+		c.Step(-time.Hour)
 		after, err := s.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
 		require.NoError(t, err)
 		assert.Greater(t, after.Token, before.Token)
@@ -106,9 +106,9 @@ func TestOpenLeaseTableDropped(t *testing.T) {
 
 	_, err = rawDB(t, path).ExecContext(bg(t), `DELETE FROM leaderaware_meta WHERE key = 'schema_version'`)
 	require.NoError(t, err)
-	clock.Step(-time.Hour) // only the high-water mark keeps the tokens up
-	t.Cleanup(func() { clock.Step(time.Hour) })
-	s = openPath(t, path)
+	c := stepclock.New()
+	c.Step(-time.Hour) // only the high-water mark keeps the tokens up
+	s = openPath(t, path, sqlitelease.WithClock(c))
 	after, err := s.TryAcquire(bg(t), "job", "b", time.Minute, elector.Lease{})
 	require.NoError(t, err)
 	assert.Greater(t, after.Token, before.Token)

@@ -2,15 +2,26 @@ package clock
 
 import (
 	"os"
-	"sync"
 	"testing"
 	"time"
 )
 
 // A Waker wakes the goroutine blocked in its Wait when the elapsed clock
-// ([Now]) reaches the deadline given to Set, counting time the machine
-// spends suspended, and after every [Suspend]. Its methods are safe for
-// concurrent use; one goroutine at a time calls Wait.
+// of its [Clock] reaches the deadline given to Set, counting time the
+// machine spends suspended. Its methods are safe for concurrent use; one
+// goroutine at a time calls Wait.
+type Waker interface {
+	// Set makes Wait return when the clock reaches deadline (at once if it
+	// has), in place of the deadline set before.
+	Set(deadline time.Time)
+	// Wait blocks until the deadline passes, or Stop. It returns false
+	// after Stop (or if the timer fails).
+	Wait() bool
+	// Stop ends the Waker: Wait returns false, now and from then on.
+	Stop()
+}
+
+// waker is the Waker of [System].
 //
 // How it works: on Linux, outside test binaries, Wait reads a timerfd on
 // CLOCK_BOOTTIME through Go's netpoller. That clock counts suspend, so the
@@ -19,7 +30,7 @@ import (
 // timer stands in (a goroutine blocked on a file descriptor is not durably
 // blocked, so it would stop the fake clock of a synctest bubble), and so it
 // does where no timerfd can be had.
-type Waker struct {
+type waker struct {
 	file *os.File // the timerfd, or nil
 
 	// Without a timerfd:
@@ -28,19 +39,14 @@ type Waker struct {
 	stop  chan struct{} // closed by Stop
 }
 
-// wakers are the Wakers not stopped yet, which Suspend wakes.
-var wakers struct {
-	sync.Mutex
-	m map[*Waker]struct{}
-}
-
-// NewWaker returns a Waker with no deadline set. The caller must Stop it.
-func NewWaker() *Waker { return newWaker(!testing.Testing()) }
+// NewWaker returns a Waker of [System] with no deadline set. The caller
+// must Stop it.
+func NewWaker() Waker { return newWaker(!testing.Testing()) }
 
 // newWaker returns a Waker on a timerfd if kernel is set and the system has
 // one, on a Go timer otherwise.
-func newWaker(kernel bool) *Waker {
-	w := &Waker{}
+func newWaker(kernel bool) *waker {
+	w := &waker{}
 	if kernel {
 		w.file = openTimerfd()
 	}
@@ -49,19 +55,11 @@ func newWaker(kernel bool) *Waker {
 		w.timer = time.AfterFunc(time.Hour, w.wake)
 		w.timer.Stop()
 	}
-	wakers.Lock()
-	defer wakers.Unlock()
-	if wakers.m == nil {
-		wakers.m = map[*Waker]struct{}{}
-	}
-	wakers.m[w] = struct{}{}
 	return w
 }
 
-// Set makes Wait return when [Now] reaches deadline (at once if it has),
-// in place of the deadline set before.
-func (w *Waker) Set(deadline time.Time) {
-	d := max(Until(deadline), time.Nanosecond)
+func (w *waker) Set(deadline time.Time) {
+	d := max(deadline.Sub(Now()), time.Nanosecond)
 	if w.file != nil {
 		setTimerfd(w.file, d)
 		return
@@ -69,21 +67,15 @@ func (w *Waker) Set(deadline time.Time) {
 	w.timer.Reset(d)
 }
 
-// wake makes Wait return at once.
-func (w *Waker) wake() {
-	if w.file != nil {
-		setTimerfd(w.file, time.Nanosecond)
-		return
-	}
+// wake makes Wait return at once: the Go timer's callback.
+func (w *waker) wake() {
 	select {
 	case w.woken <- struct{}{}:
 	default:
 	}
 }
 
-// Wait blocks until the deadline passes, a Suspend, or Stop. It returns
-// false after Stop (or if the timerfd fails).
-func (w *Waker) Wait() bool {
+func (w *waker) Wait() bool {
 	if w.file != nil {
 		var expirations [8]byte
 		_, err := w.file.Read(expirations[:])
@@ -97,24 +89,11 @@ func (w *Waker) Wait() bool {
 	}
 }
 
-// Stop ends the Waker: Wait returns false, now and from then on.
-func (w *Waker) Stop() {
-	wakers.Lock()
-	delete(wakers.m, w)
-	wakers.Unlock()
+func (w *waker) Stop() {
 	if w.file != nil {
 		_ = w.file.Close() // a Read in progress returns os.ErrClosed
 		return
 	}
 	w.timer.Stop()
 	close(w.stop)
-}
-
-// wakeAll wakes every Waker, as a resume does.
-func wakeAll() {
-	wakers.Lock()
-	defer wakers.Unlock()
-	for w := range wakers.m {
-		w.wake()
-	}
 }

@@ -26,13 +26,13 @@
 //
 // The test creates the PostgreSQL table before it starts any chaosproc.
 // SIGTERM and SIGINT stop the job gracefully; the test also sends SIGKILL (a
-// crash) and SIGSTOP/SIGCONT (a pause, like a long GC pause). Through the
-// clock seam (internal/clock), SIGUSR1 steps this process's wall clock
-// forward by -stepby and SIGUSR2 back, as an NTP step would (-wallstep is
-// the step a restarted process starts with: its host's clock), and SIGPWR
-// simulates a suspend of -suspend while the inner job runs: the
-// elapsed-time clock jumps while Go's timers do not, as after a machine's
-// resume.
+// crash) and SIGSTOP/SIGCONT (a pause, like a long GC pause). On the clock
+// the store and its elector read (a stepclock.Clock), SIGUSR1 steps the wall
+// clock forward by -stepby and SIGUSR2 back, as an NTP step would
+// (-wallstep is the step a restarted process starts with: its host's
+// clock), and SIGPWR simulates a suspend of -suspend while the inner job
+// runs: the elapsed-time clock jumps while Go's timers do not, as after a
+// machine's resume.
 package main
 
 import (
@@ -57,6 +57,7 @@ import (
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/internal/clock"
 	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
 	"github.com/leaderaware/leaderaware/jobs"
 	"github.com/leaderaware/leaderaware/pglease"
 	"github.com/leaderaware/leaderaware/sqlitelease"
@@ -103,7 +104,8 @@ func run() error {
 	sig := make(chan os.Signal, 8)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPWR)
 	defer signal.Stop(sig)
-	clock.Step(*step)
+	clk := stepclock.New()
+	clk.Step(*step)
 	out := &lineWriter{w: os.Stdout}
 	var (
 		store elector.Store
@@ -120,9 +122,14 @@ func run() error {
 			return err
 		}
 		defer s.Close()
-		store, write = s, pgWriter(s, pgx.Identifier{*schema, *table}.Sanitize(), *hold)
+		// pglease reads no wall clock: only its elector reads clk.
+		store = struct {
+			*pglease.Store
+			clock.Carrier
+		}{s, clock.Carry(clk)}
+		write = pgWriter(s, pgx.Identifier{*schema, *table}.Sanitize(), *hold)
 	case *dbPath != "":
-		s, err := sqlitelease.Open(*dbPath)
+		s, err := sqlitelease.Open(*dbPath, sqlitelease.WithClock(clk))
 		if err != nil {
 			return err
 		}
@@ -247,7 +254,7 @@ func run() error {
 				if s == syscall.SIGUSR2 {
 					d = -d
 				}
-				clock.Step(d)
+				clk.Step(d)
 				stepped += d
 				out.printf("STEP %s %v", *holder, stepped)
 			case syscall.SIGPWR:
@@ -256,7 +263,7 @@ func run() error {
 				// meanwhile, which no real suspend makes.
 				token := leading.Load()
 				if token != 0 {
-					clock.Suspend(*susp)
+					clk.Suspend(*susp)
 				}
 				out.printf("SUSPEND %s %d %v %d", *holder, token, *susp, time.Now().UnixNano())
 			default:
@@ -305,7 +312,7 @@ func (j *runJob) Stop(ctx context.Context) error {
 }
 
 // sqliteWriter inserts rows stamped with this host's clock (time.Now, which
-// clock.Step does not move), read inside the transaction, which holds the
+// the steps of clk do not move), read inside the transaction, which holds the
 // file's write lock.
 func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeFunc {
 	insert := `INSERT INTO "` + table + `" (token, holder, n, at_us) VALUES (?, ?, ?, ?)`

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 )
 
 // Parameters of BenchmarkSQLiteContention.
@@ -22,8 +23,8 @@ const (
 	contentionWaitMore = time.Minute     // beyond start + run, before the children are killed
 )
 
-// contenderSummary is the JSON line bench/internal/contender prints (see its
-// summary type).
+// contenderSummary is the JSON line a helper in mode contender prints
+// (see its contenderSummary type).
 type contenderSummary struct {
 	ID        int      `json:"id"`
 	ElapsedNS int64    `json:"elapsed_ns"`
@@ -48,7 +49,8 @@ type contenderSummary struct {
 }
 
 // BenchmarkSQLiteContention runs 8 processes at once on one fresh SQLite
-// file, each a copy of bench/internal/contender (built once with go build):
+// file, each this test binary as a helper in mode contender (see package
+// helperproc):
 // each opens the file with sqlitelease.Open (all 8 at the same moment), then
 // two holders per process loop over 4 lease names with TryAcquire (mostly
 // ErrHeld), Get, Renew, Release and short fenced writes (Store.Fenced for the bare lease, via leaseterm,
@@ -62,7 +64,8 @@ type contenderSummary struct {
 // ErrNoLease) or counted as busy (SQLite BUSY/LOCKED code, or "busy" or
 // "locked" in the text) or other, and the benchmark fails, printing
 // examples, if busy or other is not 0. When the test binary has the race
-// detector, the contenders get it too, and a race in them fails the run.
+// detector, the contenders, which are that binary, have it too, and a race
+// in them fails the run.
 //
 // Cases: busy_timeout=default opens the stores as applications do;
 // busy_timeout=0 passes sqlitelease.WithBusyTimeout(0), so SQLite never
@@ -80,21 +83,20 @@ type contenderSummary struct {
 // call in any process). ns/op is hidden (it would be the fixed run time);
 // B/op and allocs/op only count the parent, not the processes.
 func BenchmarkSQLiteContention(b *testing.B) {
-	bin := buildContender(b)
-	b.Run("busy_timeout=default", func(b *testing.B) { benchContention(b, bin) })
-	b.Run("busy_timeout=0", func(b *testing.B) { benchContention(b, bin, "-busy-timeout=0") })
+	b.Run("busy_timeout=default", func(b *testing.B) { benchContention(b) })
+	b.Run("busy_timeout=0", func(b *testing.B) { benchContention(b, "-busy-timeout=0") })
 }
 
 // benchContention is one case of BenchmarkSQLiteContention: the contenders
 // get args besides their usual flags.
-func benchContention(b *testing.B, bin string, args ...string) {
+func benchContention(b *testing.B, args ...string) {
 	var (
 		total      contenderSummary
 		opsPerSec  float64
 		iterations int
 	)
 	for b.Loop() {
-		sums := runContenders(b, bin, filepath.Join(b.TempDir(), "contention.db"), args...)
+		sums := runContenders(b, filepath.Join(b.TempDir(), "contention.db"), args...)
 		iterations++
 		for _, s := range sums {
 			if s.ElapsedNS > 0 {
@@ -143,45 +145,12 @@ func benchContention(b *testing.B, bin string, args ...string) {
 		time.Duration(total.MaxOpNS).Round(time.Microsecond), time.Duration(total.LateNS).Round(time.Microsecond))
 }
 
-// buildContender builds bench/internal/contender into b.TempDir() and
-// returns the binary's path. When this test binary has the race detector,
-// so does the contender.
-func buildContender(b *testing.B) string {
-	b.Helper()
-	bin := filepath.Join(b.TempDir(), "contender")
-	args := []string{"build", "-o", bin}
-	if raceBuild() {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "./internal/contender")...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.Fatalf("go build ./internal/contender: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// raceBuild reports whether the running binary was built with -race.
-func raceBuild() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			race, _ := strconv.ParseBool(s.Value)
-			return race
-		}
-	}
-	return false
-}
-
 // runContenders starts contentionProcs contenders at once on the file db,
 // waits for all of them and returns their summaries. It kills and waits for
 // every process it started on all paths: a process still running
 // contentionWaitMore after the end of its loop is killed, and so are the
 // others when one cannot be started.
-func runContenders(b *testing.B, bin, db string, args ...string) []contenderSummary {
+func runContenders(b *testing.B, db string, args ...string) []contenderSummary {
 	b.Helper()
 	start := time.Now().Add(contentionStartIn)
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(contentionRun+contentionWaitMore))
@@ -201,7 +170,7 @@ func runContenders(b *testing.B, bin, db string, args ...string) []contenderSumm
 	}
 	for i := range contentionProcs {
 		p := &proc{}
-		p.cmd = exec.CommandContext(ctx, bin, append([]string{
+		p.cmd = helperproc.CommandContext(ctx, b, "contender", append([]string{
 			"-db", db,
 			"-id", strconv.Itoa(i),
 			"-start", strconv.FormatInt(start.UnixNano(), 10),

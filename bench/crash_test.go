@@ -3,14 +3,9 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	mrand "math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -18,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -33,8 +29,8 @@ const (
 // process (this one) on one SQLite file, on Linux, where sqlitelease sees a
 // holder's death through its liveness lock.
 //
-// Each round starts a holder process (bench/internal/crashproc, built once
-// with go build), which campaigns and leads. This process then campaigns
+// Each round starts a holder process (this test binary as a helper in mode
+// holder, see package helperproc), which campaigns and leads. This process then campaigns
 // with its own Store (TTL 15 s, the default RetryInterval of 2 s) and finds
 // the lease held; 0–50 ms later (random, so that the signal meets the
 // store's 20 ms watch poll, which reads the file's counters and tests the
@@ -56,25 +52,12 @@ const (
 // (max-ms/…) over every round of the run; ns/op is hidden (it would include
 // process start-up).
 func BenchmarkSQLiteCrashFailover(b *testing.B) {
-	bin := buildCrashProc(b)
-	b.Run("kill", func(b *testing.B) { benchCrash(b, bin, syscall.SIGKILL, "failover") })
-	b.Run("term", func(b *testing.B) { benchCrash(b, bin, syscall.SIGTERM, "handoff") })
-}
-
-// buildCrashProc builds bench/internal/crashproc into b.TempDir() and
-// returns the binary's path.
-func buildCrashProc(b *testing.B) string {
-	b.Helper()
-	bin := filepath.Join(b.TempDir(), "crashproc")
-	out, err := exec.Command("go", "build", "-o", bin, "./internal/crashproc").CombinedOutput()
-	if err != nil {
-		b.Fatalf("go build ./internal/crashproc: %v\n%s", err, out)
-	}
-	return bin
+	b.Run("kill", func(b *testing.B) { benchCrash(b, syscall.SIGKILL, "failover") })
+	b.Run("term", func(b *testing.B) { benchCrash(b, syscall.SIGTERM, "handoff") })
 }
 
 // benchCrash is one case of BenchmarkSQLiteCrashFailover.
-func benchCrash(b *testing.B, bin string, sig syscall.Signal, what string) {
+func benchCrash(b *testing.B, sig syscall.Signal, what string) {
 	path := filepath.Join(b.TempDir(), "crash.db")
 	s, err := sqlitelease.Open(path)
 	if err != nil {
@@ -84,7 +67,7 @@ func benchCrash(b *testing.B, bin string, sig syscall.Signal, what string) {
 	var samples []time.Duration
 	for b.Loop() {
 		for range sqliteCrashRounds {
-			samples = append(samples, crashProcRound(b, bin, s, sig))
+			samples = append(samples, crashProcRound(b, s, sig))
 		}
 	}
 	slices.Sort(samples)
@@ -99,12 +82,12 @@ func benchCrash(b *testing.B, bin string, sig syscall.Signal, what string) {
 // crashProcRound runs one round: a holder process leads, the candidate on s
 // waits, the holder gets sig. It returns the time from the signal to the
 // candidate's Campaign returning.
-func crashProcRound(b *testing.B, bin string, s *sqlitelease.Store, sig syscall.Signal) time.Duration {
+func crashProcRound(b *testing.B, s *sqlitelease.Store, sig syscall.Signal) time.Duration {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	h := startCrashProc(b, bin, s.Path())
-	defer h.stop()
+	h := helperproc.StartHolder(b, s.Path(), sqliteCrashLease, "crashproc", sqliteCrashTTL)
+	defer h.Stop()
 
 	probe := &crashProbe{Store: s, held: make(chan struct{}, 1)}
 	e, err := elector.New(probe, sqliteCrashLease, elector.Config{TTL: sqliteCrashTTL, Holder: "candidate"})
@@ -128,86 +111,23 @@ func crashProcRound(b *testing.B, bin string, s *sqlitelease.Store, sig syscall.
 	}
 	time.Sleep(mrand.N(50 * time.Millisecond))
 	start := time.Now()
-	if err := h.cmd.Process.Signal(sig); err != nil {
+	if err := h.Cmd.Process.Signal(sig); err != nil {
 		b.Fatal(err)
 	}
 	r := <-won
 	if r.err != nil {
 		b.Fatal(r.err)
 	}
-	if r.term.Token() <= h.token {
-		b.Errorf("the new token %d is not above the holder's %d", r.term.Token(), h.token)
+	if r.term.Token() <= h.Token {
+		b.Errorf("the new token %d is not above the holder's %d", r.term.Token(), h.Token)
 	}
 	if err := r.term.Resign(ctx); err != nil {
 		b.Fatal(err)
 	}
-	if err := h.wait(); sig == syscall.SIGTERM && err != nil {
-		b.Fatalf("the holder process did not exit cleanly on SIGTERM: %v\n%s", err, h.stderr.String())
+	if err := h.Wait(); sig == syscall.SIGTERM && err != nil {
+		b.Fatalf("the holder process did not exit cleanly on SIGTERM: %v\n%s", err, h.Stderr())
 	}
 	return r.at.Sub(start)
-}
-
-// crashProc is a running holder process.
-type crashProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	token  uint64
-	stderr bytes.Buffer // read only after the process ended
-	waited bool
-	err    error
-}
-
-// startCrashProc starts a holder process on the file at path and returns
-// once it leads.
-func startCrashProc(b *testing.B, bin, path string) *crashProc {
-	b.Helper()
-	h := &crashProc{cmd: exec.Command(bin, "-db", path, "-lease", sqliteCrashLease, "-ttl", sqliteCrashTTL.String())}
-	h.cmd.Stderr = &h.stderr
-	var err error
-	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := h.cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := h.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	line := make(chan string, 1)
-	go func() {
-		l, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- l
-	}()
-	select {
-	case l := <-line:
-		if _, err := fmt.Sscanf(l, "leading %d\n", &h.token); err != nil {
-			h.stop()
-			b.Fatalf("the holder process printed %q (%v); stderr:\n%s", l, err, h.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		h.stop()
-		b.Fatalf("the holder process did not lead within 30s; stderr:\n%s", h.stderr.String())
-	}
-	return h
-}
-
-// wait waits for the process to exit, once, and returns its error.
-func (h *crashProc) wait() error {
-	if !h.waited {
-		h.waited = true
-		_ = h.stdin.Close()
-		h.err = h.cmd.Wait()
-	}
-	return h.err
-}
-
-// stop kills the process if it still runs and waits for it.
-func (h *crashProc) stop() {
-	if !h.waited {
-		_ = h.cmd.Process.Kill()
-	}
-	_ = h.wait()
 }
 
 // crashProbe signals when a TryAcquire finds the lease held. It embeds the

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 )
 
@@ -49,8 +50,8 @@ const (
 // under 1% of a core on SQLite, under 2% on PostgreSQL (client side), the
 // PostgreSQL backends together under 5%.
 //
-// Each replica is a copy of bench/internal/follower (built once with go
-// build) running 1,000 LeaseElectors, lease-0000 … lease-0999, each
+// Each replica is this test binary as a helper in mode follower (see
+// package helperproc) running 1,000 LeaseElectors, lease-0000 … lease-0999, each
 // campaigning and holding what it wins. Replica 0 starts first and leads
 // all 1,000 leases; then replicas 1 and 2 start and wait on every one of
 // them. Once both report 1,000 waiting electors, and 2 s more, each b.Loop
@@ -94,15 +95,11 @@ func BenchmarkFollowers(b *testing.B) {
 		}
 		window = d
 	}
-	bin := filepath.Join(b.TempDir(), "follower")
-	if out, err := exec.Command("go", "build", "-o", bin, "./internal/follower").CombinedOutput(); err != nil {
-		b.Fatalf("go build ./internal/follower: %v\n%s", err, out)
-	}
 	for _, store := range []string{"sqlite", "pg"} {
 		b.Run(store, func(b *testing.B) {
 			for _, watch := range []string{"bulk", "poll"} {
 				b.Run("watch="+watch, func(b *testing.B) {
-					benchFollowers(b, bin, store, watch == "poll", window)
+					benchFollowers(b, store, watch == "poll", window)
 				})
 			}
 		})
@@ -110,18 +107,18 @@ func BenchmarkFollowers(b *testing.B) {
 }
 
 // benchFollowers is one case of BenchmarkFollowers.
-func benchFollowers(b *testing.B, bin, store string, poll bool, window time.Duration) {
+func benchFollowers(b *testing.B, store string, poll bool, window time.Duration) {
 	var (
 		args []string
 		pg   *pgBackends
 	)
 	switch store {
 	case "sqlite":
-		args = []string{"-store", "sqlite", "-db", filepath.Join(b.TempDir(), "followers.db")}
+		args = []string{"-db", filepath.Join(b.TempDir(), "followers.db")}
 	case "pg":
 		dsn := pgtest.DSN(b)
 		schema := pgtest.Schema(b, dsn, "bench_followers_")
-		args = []string{"-store", "pg", "-dsn", dsn, "-schema", schema}
+		args = []string{"-pg", dsn, "-schema", schema}
 		pg = openPGBackends(b, dsn, schema) // the schema's name is unique: it names the connections too
 	}
 	if poll {
@@ -139,10 +136,10 @@ func benchFollowers(b *testing.B, bin, store string, poll bool, window time.Dura
 		return a
 	}
 
-	procs := []*followerProc{startFollower(b, bin, 0, replicaArgs(0)...)}
+	procs := []*followerProc{startFollower(b, 0, replicaArgs(0)...)}
 	procs[0].await(b, "to lead every lease", func(s followerStatus) bool { return s.Held == followersLeases })
 	for i := 1; i < followersReplicas; i++ {
-		procs = append(procs, startFollower(b, bin, i, replicaArgs(i)...))
+		procs = append(procs, startFollower(b, i, replicaArgs(i)...))
 	}
 	for _, p := range procs[1:] {
 		p.await(b, "to wait on every lease", func(s followerStatus) bool { return s.Waiting == followersLeases })
@@ -220,7 +217,7 @@ func benchFollowers(b *testing.B, bin, store string, poll bool, window time.Dura
 	b.Logf("%v measured: %s", wall.Round(time.Millisecond), strings.Join(lines, "; "))
 }
 
-// followerStatus is the status line of bench/internal/follower.
+// followerStatus is the status line of a helper in mode follower.
 type followerStatus struct {
 	Held, Waiting, Calls, Renews, Lost, Errors int64
 	RenewsFailed                               int64  `json:"renews_failed"`
@@ -237,12 +234,12 @@ type followerProc struct {
 	read   chan struct{} // closed when the reader of its stdout returned
 }
 
-// startFollower starts bench/internal/follower with args and stops it
+// startFollower starts a helper in mode follower with args and stops it
 // when b ends: SIGTERM, then SIGKILL if it has not exited within
 // followersStopTimeout. A replica that exits other than 0 fails b.
-func startFollower(b *testing.B, bin string, i int, args ...string) *followerProc {
+func startFollower(b *testing.B, i int, args ...string) *followerProc {
 	b.Helper()
-	p := &followerProc{name: fmt.Sprintf("replica %d", i), cmd: exec.Command(bin, args...), lines: make(chan string, 1), read: make(chan struct{})}
+	p := &followerProc{name: fmt.Sprintf("replica %d", i), cmd: helperproc.Command(b, "follower", args...), lines: make(chan string, 1), read: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {

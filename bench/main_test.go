@@ -10,13 +10,18 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 )
 
 // TestMain discards what the library logs through the default slog logger
 // (the decorator logs every election and demotion at Info, the stores each
 // Open): written out, it would add the cost of a log sink to every cycle and
-// break the lines of the benchmark format that benchstat reads.
+// break the lines of the benchmark format that benchstat reads. Started by
+// the multi-process benchmarks as one of their helper processes, the test
+// binary runs that helper instead (see package helperproc).
 func TestMain(m *testing.M) {
+	helperproc.Main(nil)
 	slog.SetDefault(slog.New(slog.DiscardHandler))
 	goleak.VerifyTestMain(m)
 }

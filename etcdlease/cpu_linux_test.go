@@ -7,14 +7,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 	"github.com/leaderaware/leaderaware/internal/testing/storebench"
 )
 
@@ -44,12 +43,7 @@ func BenchmarkClientCPU(b *testing.B) {
 // returns the CPU time it has used so far.
 func startEtcdProcess(tb testing.TB) (string, func() time.Duration) {
 	tb.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), replicatest.ChildEnv+"=etcd")
+	cmd := helperproc.Command(tb, "etcd")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()

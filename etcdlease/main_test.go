@@ -5,19 +5,19 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 )
 
 // TestMain checks that no test leaves a goroutine behind: every test closes
 // its stores, which stops their watches and closes their clients, and stops
 // its embedded etcd. Started by the multi-process tests as one of their
-// child processes (see proc_linux_test.go), the test binary runs that child
+// helper processes (see proc_linux_test.go), the test binary runs that helper
 // instead of the tests.
 func TestMain(m *testing.M) {
-	replicatest.RunChild(children)
+	helperproc.Main(helpers)
 	goleak.VerifyTestMain(m)
 }
 
-// children are the child processes of the multi-process tests, by name. It
-// is set on the systems that run them.
-var children map[string]func(args []string) error
+// helpers are this package's helper modes (see package helperproc), by
+// name. It is set on the systems that run them.
+var helpers map[string]func(args []string) error

@@ -19,21 +19,22 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
-// The multi-process tests run this test binary as their child processes
-// (see TestMain): a replica (replicaMain) on the etcd that the test embeds,
-// or an etcd member ("etcd", etcdMain) for the CPU benchmark, which
-// measures the client apart from the server.
+// The multi-process tests run this test binary as their helper processes
+// (see TestMain), in this package's helper modes: a replica (replicaMain)
+// on the etcd that the test embeds, or an etcd member ("etcd", etcdMain)
+// for the CPU benchmark, which measures the client apart from the server.
 func init() {
-	children = map[string]func([]string) error{
-		replicatest.ReplicaChild: replicaMain,
-		"etcd":                   func([]string) error { return etcdMain() },
+	helpers = map[string]func([]string) error{
+		"replica": replicaMain,
+		"etcd":    func([]string) error { return etcdMain() },
 	}
 }
 
-// replicaMain runs one replica (see replicatest.Replica) on a Store of its
+// replicaMain runs one replica (see helperproc.Replica) on a Store of its
 // own on the etcd at -endpoint. Its fenced writes put the key
 // <-writes><holder>/<n> = "<token> <holder> <unix nanoseconds>".
 func replicaMain(args []string) error {
@@ -41,7 +42,7 @@ func replicaMain(args []string) error {
 	endpoint := fs.String("endpoint", "", "etcd host:port")
 	prefix := fs.String("prefix", "", "lease key prefix")
 	writes := fs.String("writes", "", "key prefix of the fenced writes")
-	r := replicatest.ReplicaFlags(fs)
+	r := helperproc.ReplicaFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,13 +135,13 @@ func TestChaosProcesses(t *testing.T) {
 		}
 		return all, nil
 	}
-	key := prefix + replicatest.LeaseName
+	key := prefix + helperproc.LeaseName
 	save := func(ctx context.Context) (func(context.Context) (bool, error), error) {
 		resp, err := raw.Get(ctx, key)
 		if err != nil || len(resp.Kvs) == 0 {
 			return nil, err
 		}
-		saved, released, err := decodeLease(replicatest.LeaseName, resp.Kvs[0])
+		saved, released, err := decodeLease(helperproc.LeaseName, resp.Kvs[0])
 		if err != nil || released {
 			return nil, err
 		}
@@ -150,7 +151,7 @@ func TestChaosProcesses(t *testing.T) {
 			if err != nil || len(resp.Kvs) == 0 {
 				return false, err
 			}
-			cur, released, err := decodeLease(replicatest.LeaseName, resp.Kvs[0])
+			cur, released, err := decodeLease(helperproc.LeaseName, resp.Kvs[0])
 			if err != nil || !released && cur.Token != saved.Token {
 				return false, err // only over the same term or a released lease (see replicatest.ChaosStore.Save)
 			}

@@ -11,16 +11,18 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 	"github.com/leaderaware/leaderaware/internal/testing/replicatest"
 )
 
-// The multi-process tests run this test binary as their child processes
-// (see TestMain): replicas (replicaMain) on the test's database.
+// The multi-process tests run this test binary as their helper processes
+// (see TestMain), in this package's helper mode replica (replicaMain), on
+// the test's database.
 func init() {
-	children = map[string]func([]string) error{replicatest.ReplicaChild: replicaMain}
+	helpers = map[string]func([]string) error{"replica": replicaMain}
 }
 
-// replicaMain runs one replica (see replicatest.Replica) on a Store of its
+// replicaMain runs one replica (see helperproc.Replica) on a Store of its
 // own on the lease table -table of the database -dsn. Its fenced writes
 // insert a row (seq, token, holder, n, at_us) into <table>_rows, where seq
 // is the one counter of <table>_seq, incremented in the same transaction:
@@ -30,7 +32,7 @@ func replicaMain(args []string) error {
 	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
 	dsn := fs.String("dsn", "", "DSN of the database")
 	table := fs.String("table", "", "lease table")
-	r := replicatest.ReplicaFlags(fs)
+	r := helperproc.ReplicaFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -118,7 +120,7 @@ func TestChaosProcesses(t *testing.T) {
 	})
 }
 
-// saveLease saves the held row of replicatest.LeaseName in s's table and
+// saveLease saves the held row of helperproc.LeaseName in s's table and
 // returns a function that writes it back (nil if it is free), as a
 // failover to a replica that lagged would (see replicatest.ChaosStore).
 func saveLease(s *Store) func(context.Context) (func(context.Context) (bool, error), error) {
@@ -128,7 +130,7 @@ func saveLease(s *Store) func(context.Context) (func(context.Context) (bool, err
 			token, version, ttl uint64
 		)
 		err := s.DB().QueryRowContext(ctx, `SELECT holder, token, version, ttl_us FROM `+s.Table()+` WHERE name = ? AND NOT released`,
-			replicatest.LeaseName).Scan(&holder, &token, &version, &ttl)
+			helperproc.LeaseName).Scan(&holder, &token, &version, &ttl)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		} else if err != nil {
@@ -136,7 +138,7 @@ func saveLease(s *Store) func(context.Context) (func(context.Context) (bool, err
 		}
 		return func(ctx context.Context) (bool, error) {
 			n, err := affected(s.DB().ExecContext(ctx, `UPDATE `+s.Table()+` SET holder = ?, version = ?, ttl_us = ?, released = FALSE, token = ?
-				WHERE name = ? AND (token = ? OR released)`, holder, version, ttl, token, replicatest.LeaseName, token))
+				WHERE name = ? AND (token = ? OR released)`, holder, version, ttl, token, helperproc.LeaseName, token))
 			return n == 1, err
 		}, nil
 	}

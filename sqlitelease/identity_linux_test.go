@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
@@ -202,29 +202,23 @@ func descriptorsOf(t *testing.T, path string) int {
 	return n
 }
 
-// mountChildEnv makes this test binary a child that runs in a mount
-// namespace of its own (see mountChild).
-const mountChildEnv = "LEADERAWARE_SQLITELEASE_MOUNT_CHILD"
-
-func init() {
-	if os.Getenv(mountChildEnv) != "" {
-		os.Exit(mountChild(os.Args[1:]))
-	}
-}
+// The helper mode mount (see TestMain) runs in a mount namespace of its
+// own.
+func init() { helpers = map[string]func([]string) error{"mount": mountChild} }
 
 // mountChild bind-mounts args[0] on args[1], opens a Store on args[2],
 // tries to take the lease "job" as "child", prints the outcome as one line
 // ("refused: <error>", "acquired <token>" or "held by <holder>"), and keeps
 // the Store open until its stdin closes.
-func mountChild(args []string) int {
+func mountChild(args []string) error {
 	if err := syscall.Mount(args[0], args[1], "", syscall.MS_BIND, ""); err != nil {
 		fmt.Println("mount:", err)
-		return 1
+		return err
 	}
 	s, err := sqlitelease.Open(args[2])
 	if err != nil {
 		fmt.Printf("refused: %v (second path: %t)\n", err, errors.Is(err, sqlitelease.ErrSecondPath))
-		return 0
+		return nil
 	}
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -240,7 +234,7 @@ func mountChild(args []string) int {
 		fmt.Printf("acquired %d\n", l.Token)
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
+	return nil
 }
 
 // startMountChild runs mountChild in a new mount namespace and returns the
@@ -248,8 +242,7 @@ func mountChild(args []string) int {
 // namespace can be made. The child ends at cleanup.
 func startMountChild(t *testing.T, src, dst, open string) (line string, pid int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], src, dst, open)
-	cmd.Env = append(os.Environ(), mountChildEnv+"=1")
+	cmd := helperproc.Command(t, "mount", src, dst, open)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // and mounts / private
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

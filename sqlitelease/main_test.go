@@ -1,23 +1,20 @@
 package sqlitelease_test
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 )
 
-// runChild, if set (on Linux), runs this test binary as a child process of
-// a multi-process test instead of the tests, when childEnv is set.
-var runChild func() int
+// helpers are this package's own helper modes, besides helperproc's (set
+// on Linux).
+var helpers map[string]func(args []string) error
 
-// childEnv names the environment variable that makes this test binary a
-// child process (see crash_linux_test.go).
-const childEnv = "LEADERAWARE_SQLITELEASE_CHILD"
-
+// TestMain runs the test binary as a helper when a multi-process test
+// starts it as one (see package helperproc).
 func TestMain(m *testing.M) {
-	if runChild != nil && os.Getenv(childEnv) != "" {
-		os.Exit(runChild())
-	}
+	helperproc.Main(helpers)
 	goleak.VerifyTestMain(m)
 }

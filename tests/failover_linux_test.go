@@ -2,8 +2,6 @@ package tests
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -15,45 +13,8 @@ import (
 	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
-// The multi-process tests run this test binary as their child processes
-// (see TestMain): replicas (replicaMain) on the test's database.
-func init() {
-	children = map[string]func([]string) error{replicatest.ReplicaChild: replicaMain}
-}
-
-// replicaMain runs one replica (see replicatest.Replica) on a Store of its
-// own: on the SQLite file -db, or on the PostgreSQL database -pg with its
-// lease table in -schema.
-func replicaMain(args []string) error {
-	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
-	db := fs.String("db", "", "SQLite file")
-	pg := fs.String("pg", "", "PostgreSQL DSN (instead of -db)")
-	schema := fs.String("schema", pglease.DefaultSchema, "PostgreSQL schema of the lease table")
-	r := replicatest.ReplicaFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var store interface {
-		elector.Store
-		Close() error
-	}
-	var err error
-	switch {
-	case *pg != "":
-		store, err = pglease.Open(context.Background(), *pg, pglease.WithSchema(*schema))
-	case *db != "":
-		store, err = sqlitelease.Open(*db)
-	default:
-		return errors.New("need -db or -pg")
-	}
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	return r.Run(store, nil)
-}
-
-// TestFailoverSQLite runs replicas as processes on one SQLite file and
+// TestFailoverSQLite runs replicas as processes (helpers in mode replica,
+// see TestMain) on one SQLite file and
 // checks the failover bounds of the lease model (see replicatest.Failover).
 // sqlitelease sees a holder's process die: a crashed leader is replaced at
 // once.

@@ -14,9 +14,10 @@ import (
 
 // Balanced runs (-chaos.leases, by default 12 on PostgreSQL and 1, no
 // group, on SQLite, whose run spends its time on the file's deletion and
-// restores): every chaosproc campaigns for the chaos lease and the others
-// in one placement.Group (see chaosproc's balance), which moves leases
-// between the processes while the schedule crashes, pauses and stops them.
+// restores): every process (helperproc's mode chaos) campaigns for the
+// chaos lease and the others in one placement.Group (see helperproc's
+// balance), which moves leases between the processes while the schedule
+// crashes, pauses and stops them.
 // The chaos lease keeps every check; the others, which write no rows, keep
 // those of their terms and job runs: no token started twice or lowered
 // across the files, no two job runs at once.

@@ -42,7 +42,7 @@ const gapMargin = time.Second
 // to it and go on.
 func TestChaosSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chaos.db")
-	const table = "chaos_writes" // chaosproc creates it in every new file
+	const table = "chaos_writes" // the chaos helper creates it in every new file
 	inode, err := createSQLite(path)
 	if err != nil {
 		t.Fatal(err)

@@ -21,8 +21,8 @@ type row struct {
 
 // Commit order. On SQLite every fenced write holds the file's write lock from
 // BEGIN IMMEDIATE to COMMIT, so AUTOINCREMENT order is commit order. On
-// PostgreSQL an identity value is taken at insert, not at commit; chaosproc
-// therefore takes a self-conflicting table lock (SHARE ROW EXCLUSIVE) before
+// PostgreSQL an identity value is taken at insert, not at commit; the chaos
+// helper therefore takes a self-conflicting table lock (SHARE ROW EXCLUSIVE) before
 // it inserts, so the writers' transactions are serialized and identity order
 // is commit order there too. Across a deletion of the SQLite file, the rows
 // of the old file (copied by the test under the file's write lock, right

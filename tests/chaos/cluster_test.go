@@ -17,9 +17,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 )
 
-// timings are those of every chaosproc; the bounds derive from them.
+// timings are those of every process; the bounds derive from them.
 var timings = struct {
 	ttl, renew, retry, every, suspend time.Duration
 }{ttl: 1500 * time.Millisecond, renew: 500 * time.Millisecond, retry: 500 * time.Millisecond,
@@ -45,7 +47,7 @@ const (
 	pollEvery       = 10 * time.Millisecond  // how often the schedule looks at the cluster
 )
 
-// proc is one incarnation of a chaosproc.
+// proc is one incarnation of a helper in mode chaos.
 type proc struct {
 	slot   int
 	holder string
@@ -97,7 +99,7 @@ type event struct {
 // and the new file's inode.
 type deleteFunc func(ctx context.Context, file int) (rows []row, inode uint64, err error)
 
-// cluster runs the chaosprocs of one test, reads their lines and runs the
+// cluster runs the processes of one test, reads their lines and runs the
 // chaos schedule. Only the test goroutine starts, signals and restarts
 // processes; one goroutine per process reads its stdout and waits for it.
 type cluster struct {
@@ -187,7 +189,7 @@ func (c *cluster) start(slot int) {
 	c.gens[slot]++
 	holder := fmt.Sprintf("p%d.%d", slot, c.gens[slot])
 	step := c.offsets[slot]
-	cmd := exec.Command(chaosproc, append([]string{"-holder", holder, "-wallstep", step.String()}, c.args...)...)
+	cmd := helperproc.Command(c.t, "chaos", append([]string{"-holder", holder, "-wallstep", step.String()}, c.args...)...)
 	// If the test binary dies, its children die too, paused or not.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()

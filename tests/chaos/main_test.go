@@ -1,6 +1,7 @@
 //go:build linux
 
-// Package chaos runs several processes that campaign for one lease on one
+// Package chaos runs several processes (this test binary, as helpers in
+// mode chaos) that campaign for one lease on one
 // store (a SQLite file, and PostgreSQL when LEADERAWARE_TEST_PG is set) and,
 // for a bounded time, randomly crashes (SIGKILL, alone or in bursts that
 // kill each next leader as soon as it is elected), pauses (SIGSTOP/SIGCONT),
@@ -32,15 +33,13 @@ package chaos
 
 import (
 	"flag"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 	"github.com/leaderaware/leaderaware/internal/testing/pgtest"
 )
 
@@ -54,32 +53,12 @@ var (
 		"a longer hold makes pauses land inside transactions (holding the database's locks) more often")
 )
 
-// chaosproc is the path of the helper binary that TestMain builds.
-var chaosproc string
-
+// TestMain runs the test binary as a helper when the chaos schedule starts
+// it as one of its processes (mode chaos, see package helperproc).
 func TestMain(m *testing.M) {
+	helperproc.Main(nil)
 	pgtest.SaySkipped("tests/chaos")
-	dir, err := os.MkdirTemp("", "leaderaware-chaos-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	chaosproc = filepath.Join(dir, "chaosproc")
-	args := []string{"build", "-o", chaosproc}
-	if raceEnabled { // the children run the library: let the race detector watch them too
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "./internal/chaosproc")...)
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building chaosproc:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	goleak.VerifyTestMain(m)
 }
 
 // defaultDuration is 60 s per store in CI and 20 s elsewhere.

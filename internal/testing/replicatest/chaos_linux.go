@@ -27,7 +27,8 @@ const (
 	chaosRecover = 15 * time.Second
 )
 
-// Write is one fenced write of a replica (see WriteFunc) that committed.
+// Write is one fenced write of a replica (see helperproc.WriteFunc) that
+// committed.
 type Write struct {
 	Order  int64 // its place in commit order
 	Token  uint64
@@ -38,8 +39,8 @@ type Write struct {
 
 // ChaosStore is a store's part of Chaos.
 type ChaosStore struct {
-	// Args are the flags of the store's ReplicaChild; Chaos adds the
-	// replica flags.
+	// Args are the flags of the store's helper in mode replica; Chaos adds
+	// the replica flags.
 	Args []string
 	// Read returns the replicas' committed writes, in commit order.
 	Read func(context.Context) ([]Write, error)
@@ -47,8 +48,8 @@ type ChaosStore struct {
 	// candidates from taking over until it resumes, so a pause longer than
 	// the TTL may lengthen a leaderless gap by its excess.
 	PauseHoldsLocks bool
-	// Save, if set, saves the lease row of LeaseName as it is now, if it
-	// is held, and returns a function that writes it back and reports
+	// Save, if set, saves the lease row of helperproc.LeaseName as it is
+	// now, if it is held, and returns a function that writes it back and reports
 	// whether it did (nil if nothing was saved), as a failover to a replica that lagged or a restore of a
 	// backup would: Chaos then rolls the row back while replicas run. The
 	// write-back goes only over the same term or a released row: one that

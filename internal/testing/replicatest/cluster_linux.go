@@ -5,7 +5,6 @@ package replicatest
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -13,9 +12,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
 )
 
-// line is one line a replica printed (see Replica), stamped with the
+// line is one line a replica printed (see helperproc.Replica), stamped with the
 // replica's clock (this host's, as the test's) as it printed it: the test
 // reads the processes' lines later, and not in the order they were printed. Or DEAD: the test saw the process end
 // (stamped when the test killed it, if it did: no code of a process runs
@@ -70,12 +71,7 @@ func newCluster(t *testing.T, args ...string) *cluster {
 // the kernel kills if the test binary dies.
 func (c *cluster) start(holder string) {
 	c.t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd := exec.Command(exe, append([]string{"-holder", holder}, c.args...)...)
-	cmd.Env = append(os.Environ(), ChildEnv+"="+ReplicaChild)
+	cmd := helperproc.Command(c.t, "replica", append([]string{"-holder", holder}, c.args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -5,6 +5,7 @@ package replicatest
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,11 +22,11 @@ func TestLinesKeepPrintTime(t *testing.T) { synctest.Test(t, testLinesKeepPrintT
 
 func testLinesKeepPrintTime(t *testing.T) {
 	var outA, outB bytes.Buffer
-	a, b := &lineWriter{w: &outA}, &lineWriter{w: &outB}
-	a.printf("START a 1")
-	a.printf("STOP a 1")
+	printLine := func(out *bytes.Buffer, text string) { fmt.Fprintf(out, "%d %s\n", time.Now().UnixNano(), text) } // as a replica prints
+	printLine(&outA, "START a 1")
+	printLine(&outA, "STOP a 1")
 	time.Sleep(time.Millisecond) // the release and the takeover
-	b.printf("START b 2")
+	printLine(&outB, "START b 2")
 
 	c := &cluster{t: t, procs: make(map[string]*proc)}
 	readAll := func(holder string, out *bytes.Buffer) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderaware/leaderaware/internal/testing/helperproc"
+
 	"github.com/leaderaware/leaderaware/elector"
 )
 
@@ -47,7 +49,7 @@ type failoverChecks struct{ deathDetected bool }
 func DeathDetected() FailoverOption { return func(c *failoverChecks) { c.deathDetected = true } }
 
 // Failover runs replicas a, b, c and d as processes, each with a store of
-// its own (the store's ReplicaChild, given args and the replica flags), and
+// its own (the helper in mode replica, given args and the replica flags), and
 // checks, with margin:
 //
 //  1. crash: once the leader is killed (SIGKILL), a waiting replica leads
@@ -79,7 +81,7 @@ func Failover(t *testing.T, args []string, reader elector.Store, opts ...Failove
 		o(&checks)
 	}
 	c := newCluster(t, slices.Concat(args, procTimings())...)
-	read := func(ctx context.Context) (elector.Lease, error) { return reader.Get(ctx, LeaseName) }
+	read := func(ctx context.Context) (elector.Lease, error) { return reader.Get(ctx, helperproc.LeaseName) }
 	for _, h := range []string{"a", "b", "c", "d"} {
 		c.start(h)
 	}

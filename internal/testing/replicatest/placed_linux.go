@@ -55,17 +55,18 @@ type PlacementFigures struct {
 }
 
 // Placement runs the placement scenarios with replicas as processes, each
-// with a store of its own (the store's ReplicaChild, given args and the
-// replica flags, in the placed mode): with balancing (a placement.Group)
-// and, with -placement.firstwins, then first come, first wins. Each policy starts placeReplicas replicas
-// at once (cold start) and, on a new group, one every placeStagger
-// (staggered start); the staggered group then goes through a rolling
-// deploy (each replica in turn: its successor starts, the group settles,
-// it is stopped with SIGTERM), one that stops each replica before its
-// successor starts (rolling, stop first), the crash of the busiest replica
-// (SIGKILL; a successor starts after it is measured) and the drain of the
-// busiest one (SIGUSR1; first-wins, which cannot drain, stops it with
-// SIGTERM instead). Each scenario ends when the group has settled.
+// with a store of its own (the helper in mode replica, given args and the
+// replica flags, with -leases: its placed mode): with balancing (a
+// placement.Group) and, with -placement.firstwins, then first come, first
+// wins. Each policy starts placeReplicas replicas at once (cold start) and,
+// on a new group, one every placeStagger (staggered start); the staggered
+// group then goes through a rolling deploy (each replica in turn: its
+// successor starts, the group settles, it is stopped with SIGTERM), one
+// that stops each replica before its successor starts (rolling, stop
+// first), the crash of the busiest replica (SIGKILL; a successor starts
+// after it is measured) and the drain of the busiest one (SIGUSR1; first-
+// wins, which cannot drain, stops it with SIGTERM instead). Each scenario
+// ends when the group has settled.
 //
 // Placement checks that no two jobs of one lease ever ran at once and,
 // with balancing, with margin for a loaded machine: every settled share at

@@ -1,5 +1,38 @@
-// Command chaosproc is the helper process of the chaos tests in tests/chaos.
-// It runs one decorated [jobs.Every] job that, while this process leads,
+package helperproc
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderaware/leaderaware/decorator"
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
+	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
+	"github.com/leaderaware/leaderaware/jobs"
+	"github.com/leaderaware/leaderaware/pglease"
+	"github.com/leaderaware/leaderaware/sqlitelease"
+)
+
+// chaosWrite writes one row for the lease l inside a fenced transaction:
+// with the store's Fenced (the term that ctx carries), or, if zombie, with
+// Fenced for the bare lease l (via leaseterm), which asks the database
+// even after the term has ended.
+type chaosWrite func(ctx context.Context, l elector.Lease, n int64, zombie bool) error
+
+// chaosMain is the mode chaos, the process of the chaos tests in
+// tests/chaos. It runs one decorated [jobs.Every] job that, while this process leads,
 // writes one (token, holder, n, time) row every -every through a fenced
 // write: [sqlitelease.Store.Fenced] into the table -table of the lease file
 // (created if missing, so that a process started on a new file has it), or
@@ -24,7 +57,7 @@
 // With -leases N > 1 it also campaigns for N-1 more leases, all balanced
 // by one placement.Group, and prints their lines (see balance).
 //
-// The test creates the PostgreSQL table before it starts any chaosproc.
+// The test creates the PostgreSQL table before it starts any process.
 // SIGTERM and SIGINT stop the job gracefully; the test also sends SIGKILL (a
 // crash) and SIGSTOP/SIGCONT (a pause, like a long GC pause). On the clock
 // the store and its elector read (a stepclock.Clock), SIGUSR1 steps the wall
@@ -33,68 +66,26 @@
 // clock), and SIGPWR simulates a suspend of -suspend while the inner job
 // runs: the elapsed-time clock jumps while Go's timers do not, as after a
 // machine's resume.
-package main
-
-import (
-	"context"
-	"database/sql"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"os/signal"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/leaderaware/leaderaware/decorator"
-	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/clock"
-	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
-	"github.com/leaderaware/leaderaware/internal/testing/stepclock"
-	"github.com/leaderaware/leaderaware/jobs"
-	"github.com/leaderaware/leaderaware/pglease"
-	"github.com/leaderaware/leaderaware/sqlitelease"
-)
-
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "chaosproc:", err)
-		os.Exit(1)
-	}
-}
-
-// writeFunc writes one row for the lease l inside a fenced transaction:
-// with the store's Fenced (the term that ctx carries), or, if zombie, with
-// Fenced for the bare lease l (via leaseterm), which asks the database
-// even after the term has ended.
-type writeFunc func(ctx context.Context, l elector.Lease, n int64, zombie bool) error
-
-func run() error {
+func chaosMain(args []string) error {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	sf := addStoreFlags(fs) // -table is in -schema too
 	var (
-		dbPath = flag.String("db", "", "SQLite file")
-		pgDSN  = flag.String("pg", "", "PostgreSQL DSN (instead of -db)")
-		schema = flag.String("schema", pglease.DefaultSchema, "PostgreSQL schema of the lease table and of -table")
-		table  = flag.String("table", "chaos_writes", "table the job writes its rows into")
-		name   = flag.String("name", "chaos", "lease name")
-		holder = flag.String("holder", "", "holder name")
-		ttl    = flag.Duration("ttl", 1500*time.Millisecond, "lease TTL")
-		renew  = flag.Duration("renew", 500*time.Millisecond, "renew interval")
-		retry  = flag.Duration("retry", 500*time.Millisecond, "retry interval")
-		every  = flag.Duration("every", 50*time.Millisecond, "write period")
-		hold   = flag.Duration("hold", 0, "how long each fenced transaction sleeps after its insert, before it commits")
-		step   = flag.Duration("wallstep", 0, "step of the wall clock at start (the clock of this process's host)")
-		stepBy = flag.Duration("stepby", time.Hour, "size of the wall-clock step of SIGUSR1 (forward) and SIGUSR2 (back)")
-		susp   = flag.Duration("suspend", 3*time.Second, "length of the suspend that SIGPWR simulates")
-		leases = flag.Int("leases", 1, "leases of this process: more than 1 balances the chaos lease and the others in one placement.Group (see balance)")
+		table  = fs.String("table", "chaos_writes", "table the job writes its rows into")
+		name   = fs.String("name", "chaos", "lease name")
+		holder = fs.String("holder", "", "holder name")
+		ttl    = fs.Duration("ttl", 1500*time.Millisecond, "lease TTL")
+		renew  = fs.Duration("renew", 500*time.Millisecond, "renew interval")
+		retry  = fs.Duration("retry", 500*time.Millisecond, "retry interval")
+		every  = fs.Duration("every", 50*time.Millisecond, "write period")
+		hold   = fs.Duration("hold", 0, "how long each fenced transaction sleeps after its insert, before it commits")
+		step   = fs.Duration("wallstep", 0, "step of the wall clock at start (the clock of this process's host)")
+		stepBy = fs.Duration("stepby", time.Hour, "size of the wall-clock step of SIGUSR1 (forward) and SIGUSR2 (back)")
+		susp   = fs.Duration("suspend", 3*time.Second, "length of the suspend that SIGPWR simulates")
+		leases = fs.Int("leases", 1, "leases of this process: more than 1 balances the chaos lease and the others in one placement.Group (see balance)")
 	)
-	flag.Parse()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if *holder == "" {
 		return errors.New("need -holder")
 	}
@@ -107,41 +98,27 @@ func run() error {
 	clk := stepclock.New()
 	clk.Step(*step)
 	out := &lineWriter{w: os.Stdout}
+	s, err := sf.open(clk)
+	if err != nil {
+		return err
+	}
+	defer s.close()
 	var (
-		store elector.Store
-		write writeFunc
+		write chaosWrite
 		inode uint64
 		// healthy is the store's health check: a store that follows its
 		// path to a restored file goes on after an error of the file.
 		healthy = func() error { return nil }
 	)
-	switch {
-	case *pgDSN != "":
-		s, err := pglease.Open(context.Background(), *pgDSN, pglease.WithSchema(*schema))
-		if err != nil {
+	if s.pg != nil {
+		write = pgWriter(s.pg, pgx.Identifier{*sf.schema, *table}.Sanitize(), *hold)
+	} else {
+		inode = inodeOf(*sf.db)
+		if _, err := s.sqlite.DB().ExecContext(context.Background(), createSQL(*table)); err != nil {
 			return err
 		}
-		defer s.Close()
-		// pglease reads no wall clock: only its elector reads clk.
-		store = struct {
-			*pglease.Store
-			clock.Carrier
-		}{s, clock.Carry(clk)}
-		write = pgWriter(s, pgx.Identifier{*schema, *table}.Sanitize(), *hold)
-	case *dbPath != "":
-		s, err := sqlitelease.Open(*dbPath, sqlitelease.WithClock(clk))
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		inode = inodeOf(*dbPath)
-		if _, err := s.DB().ExecContext(context.Background(), createSQL(*table)); err != nil {
-			return err
-		}
-		store, write = s, sqliteWriter(s, *table, *hold)
-		healthy = func() error { return s.Healthy(nil) }
-	default:
-		return errors.New("need -db or -pg")
+		write = sqliteWriter(s.sqlite, *table, *hold)
+		healthy = func() error { return s.sqlite.Healthy(nil) }
 	}
 
 	// gone is closed when the store reports that its file was deleted or
@@ -162,8 +139,8 @@ func run() error {
 		checkGone(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, bal, err := newBalance(store, *name, *leases, elector.Config{TTL: *ttl, RenewInterval: *renew, RetryInterval: *retry, Holder: *holder}, out, logger, fail,
-		func() uint64 { return inodeOf(*dbPath) })
+	e, bal, err := newBalance(s.store, *name, *leases, elector.Config{TTL: *ttl, RenewInterval: *renew, RetryInterval: *retry, Holder: *holder}, out, logger, fail,
+		func() uint64 { return inodeOf(*sf.db) })
 	if err != nil {
 		return err
 	}
@@ -190,14 +167,14 @@ func run() error {
 		}
 		return err
 	}, jobs.WithImmediate(), jobs.WithName("chaos writer"), jobs.WithErrorHandler(fail))
-	job := &runJob{inner: writer, out: out, holder: *holder, leading: &leading}
+	job := &chaosJob{inner: writer, out: out, holder: *holder, leading: &leading}
 	leader := decorator.Decorate[decorator.Job](job, e,
 		decorator.WithLogger(logger),
 		decorator.WithHooks(decorator.Hooks{
 			OnElected: func(_ context.Context, t elector.Term) {
 				// The store follows its path to a restored file: name the
 				// file of the term.
-				if now := inodeOf(*dbPath); now != 0 && now != inode {
+				if now := inodeOf(*sf.db); now != 0 && now != inode {
 					inode = now
 					out.printf("OPEN %s %d", *holder, inode)
 				}
@@ -240,11 +217,11 @@ func run() error {
 		case <-gone:
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := errors.Join(leader.Stop(ctx), bal.stop(ctx)); err != nil {
-				fmt.Fprintln(os.Stderr, "chaosproc: stop after the file changed:", err)
+				fmt.Fprintln(os.Stderr, "chaos: stop after the file changed:", err)
 			}
 			cancel()
-			if err := store.(io.Closer).Close(); err != nil {
-				fmt.Fprintln(os.Stderr, "chaosproc: close after the file changed:", err)
+			if err := s.close(); err != nil {
+				fmt.Fprintln(os.Stderr, "chaos: close after the file changed:", err)
 			}
 			os.Exit(3)
 		case s := <-sig:
@@ -280,9 +257,9 @@ func run() error {
 	}
 }
 
-// runJob is the inner job: it prints when its Start is called and when its
+// chaosJob is the inner job: it prints when its Start is called and when its
 // Stop returns, so that the test sees when the job may run.
-type runJob struct {
+type chaosJob struct {
 	inner   *jobs.EveryJob
 	out     *lineWriter
 	holder  string
@@ -290,7 +267,7 @@ type runJob struct {
 	token   uint64 // of the term that started it; set by Start, read by Stop (the decorator calls them in turn)
 }
 
-func (j *runJob) Start(ctx context.Context) error {
+func (j *chaosJob) Start(ctx context.Context) error {
 	t, ok := elector.TermFromContext(ctx)
 	if !ok {
 		return errors.New("the start context carries no term")
@@ -301,7 +278,7 @@ func (j *runJob) Start(ctx context.Context) error {
 	return j.inner.Start(ctx)
 }
 
-func (j *runJob) Stop(ctx context.Context) error {
+func (j *chaosJob) Stop(ctx context.Context) error {
 	called := time.Now()
 	err := j.inner.Stop(ctx)
 	if err == nil {
@@ -314,7 +291,7 @@ func (j *runJob) Stop(ctx context.Context) error {
 // sqliteWriter inserts rows stamped with this host's clock (time.Now, which
 // the steps of clk do not move), read inside the transaction, which holds the
 // file's write lock.
-func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) writeFunc {
+func sqliteWriter(s *sqlitelease.Store, table string, hold time.Duration) chaosWrite {
 	insert := `INSERT INTO "` + table + `" (token, holder, n, at_us) VALUES (?, ?, ?, ?)`
 	return func(ctx context.Context, l elector.Lease, n int64, zombie bool) error {
 		fn := func(ctx context.Context, tx *sql.Tx) error {
@@ -359,7 +336,7 @@ func inodeOf(path string) uint64 {
 // pgWriter inserts rows stamped with the server's clock_timestamp(). The
 // self-conflicting table lock serializes the writers, so that the identity
 // column, assigned under it, follows commit order.
-func pgWriter(s *pglease.Store, table string, hold time.Duration) writeFunc {
+func pgWriter(s *pglease.Store, table string, hold time.Duration) chaosWrite {
 	lock := `LOCK TABLE ` + table + ` IN SHARE ROW EXCLUSIVE MODE`
 	insert := `INSERT INTO ` + table + ` (token, holder, n) VALUES ($1, $2, $3)`
 	return func(ctx context.Context, l elector.Lease, n int64, zombie bool) error {
@@ -400,24 +377,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// oneLine returns err's message on one line.
-func oneLine(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	return strings.ReplaceAll(err.Error(), "\n", " | ")
-}
-
-// lineWriter writes whole lines at once, so lines never interleave.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) printf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, format+"\n", args...)
 }

@@ -1,23 +1,4 @@
-// Command follower is one replica of BenchmarkFollowers
-// (bench/followers_test.go): it opens a lease store and runs -leases
-// LeaseElectors on it (lease-0000, lease-0001, …), one goroutine each, all
-// with the default elector timings and one holder name (-holder). Each
-// campaigns, holds the term it wins until it ends or the process is told to
-// stop, and campaigns again; so the replica leads the leases it wins and
-// waits, as a follower, on the others.
-//
-// The store is -store sqlite (the file -db) or -store pg (the DSN -dsn, the
-// lease table in -schema, connections named -app in pg_stat_activity).
-// With -poll the store is wrapped so that the electors see only
-// elector.Store: its optional interfaces are hidden, and the elector's watch
-// reads each lease with its own Get every jittered RetryInterval.
-//
-// Each line the process reads on stdin asks for its status, which it
-// answers with one JSON line on stdout (see status). SIGTERM, or the end of
-// stdin (the benchmark is gone), stops it: campaigns end, held terms are
-// resigned, the store is closed, and it exits 0, or 1 if a resign or Close
-// failed. -cpuprofile writes a CPU profile of the whole run.
-package main
+package helperproc
 
 import (
 	"bufio"
@@ -37,15 +18,14 @@ import (
 
 	"github.com/leaderaware/leaderaware/elector"
 	"github.com/leaderaware/leaderaware/pglease"
-	"github.com/leaderaware/leaderaware/sqlitelease"
 )
 
 // resignTimeout bounds the Resign of each held term at shutdown.
 const resignTimeout = 10 * time.Second
 
-// status is the line the process prints for each line it reads. Counts
+// followerStatus is the line the process prints for each line it reads. Counts
 // are totals since the start.
-type status struct {
+type followerStatus struct {
 	Held    int64 `json:"held"`    // terms running now
 	Waiting int64 `json:"waiting"` // electors whose last campaign attempt found the lease held
 	Calls   int64 `json:"calls"`   // store calls the electors and terms made (TryAcquire, Renew, Release, Get)
@@ -59,34 +39,46 @@ type status struct {
 	LastErr string `json:"last_err,omitempty"`
 }
 
-// replica is the process's state, shared by its electors.
-type replica struct {
+// followerReplica is the process's state, shared by its electors.
+type followerReplica struct {
 	held, waiting, calls, renews, renewsFailed, lost, errors atomic.Int64
 
 	mu      sync.Mutex
 	lastErr string
 }
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "follower:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
+// followerMain is the mode follower, one replica of BenchmarkFollowers
+// (bench/followers_test.go): it opens a lease store and runs -leases
+// LeaseElectors on it (lease-0000, lease-0001, …), one goroutine each, all
+// with the default elector timings and one holder name (-holder). Each
+// campaigns, holds the term it wins until it ends or the process is told to
+// stop, and campaigns again; so the replica leads the leases it wins and
+// waits, as a follower, on the others.
+//
+// The store is the SQLite file -db or the PostgreSQL database -pg (the
+// lease table in -schema, connections named -app in pg_stat_activity).
+// With -poll the store is wrapped so that the electors see only
+// elector.Store: its optional interfaces are hidden, and the elector's watch
+// reads each lease with its own Get every jittered RetryInterval.
+//
+// Each line the process reads on stdin asks for its status, which it
+// answers with one JSON line on stdout (see followerStatus). SIGTERM, or the end of
+// stdin (the benchmark is gone), stops it: campaigns end, held terms are
+// resigned, the store is closed, and it exits 0, or 1 if a resign or Close
+// failed. -cpuprofile writes a CPU profile of the whole run.
+func followerMain(args []string) error {
+	fs := flag.NewFlagSet("follower", flag.ContinueOnError)
+	sf := addStoreFlags(fs)
 	var (
-		storeKind = flag.String("store", "sqlite", "sqlite or pg")
-		db        = flag.String("db", "", "SQLite file (-store sqlite)")
-		dsn       = flag.String("dsn", "", "PostgreSQL DSN (-store pg)")
-		schema    = flag.String("schema", pglease.DefaultSchema, "schema of the lease table (-store pg)")
-		app       = flag.String("app", pglease.DefaultApplicationName, "application_name of the store's connections (-store pg)")
-		leases    = flag.Int("leases", 1000, "number of leases, each with its own elector")
-		holder    = flag.String("holder", "", "holder name of every elector (default: the elector's default)")
-		poll      = flag.Bool("poll", false, "hide the store's optional interfaces (BulkReader, Notifier, BatchRenewer)")
-		profile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+		app     = fs.String("app", pglease.DefaultApplicationName, "application_name of the store's connections (-pg)")
+		leases  = fs.Int("leases", 1000, "number of leases, each with its own elector")
+		holder  = fs.String("holder", "", "holder name of every elector (default: the elector's default)")
+		poll    = fs.Bool("poll", false, "hide the store's optional interfaces (BulkReader, Notifier, BatchRenewer)")
+		profile = fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
-	flag.Parse()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	slog.SetDefault(slog.New(slog.DiscardHandler))
 	if *leases < 1 {
 		return fmt.Errorf("-leases %d: want at least 1", *leases)
@@ -109,38 +101,21 @@ func run() error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM)
 
-	var (
-		store   elector.Store
-		closeFn func() error
-	)
-	switch *storeKind {
-	case "sqlite":
-		s, err := sqlitelease.Open(*db)
-		if err != nil {
-			return err
-		}
-		store, closeFn = s, s.Close
-	case "pg":
-		octx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		s, err := pglease.Open(octx, *dsn, pglease.WithSchema(*schema), pglease.WithApplicationName(*app))
-		cancel()
-		if err != nil {
-			return err
-		}
-		store, closeFn = s, func() error { s.Close(); return nil }
-	default:
-		return fmt.Errorf("-store %q: want sqlite or pg", *storeKind)
+	s, err := sf.open(nil, pglease.WithApplicationName(*app))
+	if err != nil {
+		return err
 	}
+	store, closeFn := s.store, s.close
 	if *poll {
 		store = pollOnly{store}
 	}
 
-	r := &replica{}
+	r := &followerReplica{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var resignErrs atomic.Int64
 	for i := range *leases {
-		o := &observer{r: r}
+		o := &followerObserver{r: r}
 		e, err := elector.New(store, fmt.Sprintf("lease-%04d", i), elector.Config{Holder: *holder, Observer: o})
 		if err != nil {
 			cancel()
@@ -156,14 +131,14 @@ func run() error {
 	}
 
 	eof := make(chan struct{})
-	go answer(r, eof) // ends with stdin, or with the process
+	go followerAnswer(r, eof) // ends with stdin, or with the process
 	select {
 	case <-sigs:
 	case <-eof:
 	}
 	cancel()
 	wg.Wait()
-	err := closeFn()
+	err = closeFn()
 	if n := resignErrs.Load(); n > 0 {
 		err = errors.Join(err, fmt.Errorf("%d terms failed to resign", n))
 	}
@@ -173,7 +148,7 @@ func run() error {
 // campaign campaigns for e's lease until ctx ends, holding each term won
 // until it ends; at the end it resigns the term it holds, if any, and
 // returns the Resign's error.
-func (r *replica) campaign(ctx context.Context, e *elector.LeaseElector) error {
+func (r *followerReplica) campaign(ctx context.Context, e *elector.LeaseElector) error {
 	retry := e.Config().RetryInterval
 	for {
 		t, err := e.Campaign(ctx)
@@ -207,21 +182,21 @@ func (r *replica) campaign(ctx context.Context, e *elector.LeaseElector) error {
 	}
 }
 
-func (r *replica) setErr(err error) {
+func (r *followerReplica) setErr(err error) {
 	r.mu.Lock()
 	r.lastErr = err.Error()
 	r.mu.Unlock()
 }
 
-// answer prints the status for every line read from stdin, and closes eof
+// followerAnswer prints the status for every line read from stdin, and closes eof
 // when stdin ends.
-func answer(r *replica, eof chan<- struct{}) {
+func followerAnswer(r *followerReplica, eof chan<- struct{}) {
 	defer close(eof)
 	in := bufio.NewScanner(os.Stdin)
 	enc := json.NewEncoder(os.Stdout)
 	for in.Scan() {
 		r.mu.Lock()
-		st := status{
+		st := followerStatus{
 			Held: r.held.Load(), Waiting: r.waiting.Load(), Calls: r.calls.Load(), Renews: r.renews.Load(), RenewsFailed: r.renewsFailed.Load(),
 			Lost: r.lost.Load(), Errors: r.errors.Load(), LastErr: r.lastErr,
 		}
@@ -232,13 +207,13 @@ func answer(r *replica, eof chan<- struct{}) {
 	}
 }
 
-// observer counts one elector's store calls and tracks whether it waits.
-type observer struct {
-	r       *replica
+// followerObserver counts one elector's store calls and tracks whether it waits.
+type followerObserver struct {
+	r       *followerReplica
 	waiting atomic.Bool
 }
 
-func (o *observer) Observe(ev elector.Event) {
+func (o *followerObserver) Observe(ev elector.Event) {
 	switch ev.Kind {
 	case elector.EventStoreOp:
 		o.r.calls.Add(1)

@@ -1,4 +1,4 @@
-package replicatest
+package helperproc
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // The placed mode of a Replica (-leases L, see ReplicaFlags) runs L
-// decorated jobs, on the leases PlacedLease(-group, 0..L-1), in one
+// decorated jobs, on the leases placedLease(-group, 0..L-1), in one
 // placement.Group named -group if -balance is set, else each on a plain
 // elector (first come, first wins). Its inner jobs make no writes; it
 // prints, one line each, after the wall clock in Unix nanoseconds:
@@ -32,15 +32,15 @@ import (
 // SIGTERM drains the group first (with -balance), then stops the jobs and
 // leaves the group, as a graceful shutdown does.
 
-// PlacedLease returns the name of lease i of the placed replicas of group.
-func PlacedLease(group string, i int) string { return fmt.Sprintf("%s-%02d", group, i) }
+// placedLease returns the name of lease i of the placed replicas of group.
+func placedLease(group string, i int) string { return fmt.Sprintf("%s-%02d", group, i) }
 
 // runPlaced runs the placed mode on store until SIGTERM.
 func (r *Replica) runPlaced(store elector.Store) error {
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sig)
-	out := &lineWriter{w: os.Stdout}
+	out := &lineWriter{w: os.Stdout, stamped: true}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	report := func(_ context.Context, err error) { out.printf("ERROR %s %s", r.holder, oneLine(err)) }
 	cfg := elector.Config{TTL: r.ttl, RenewInterval: r.renew, RetryInterval: r.retry, Holder: r.holder}
@@ -57,7 +57,7 @@ func (r *Replica) runPlaced(store elector.Store) error {
 	}
 	leaders := make([]decorator.Job, r.leases)
 	for i := range leaders {
-		name := PlacedLease(r.group, i)
+		name := placedLease(r.group, i)
 		e, err := newElector(name)
 		if err != nil {
 			return err

@@ -1,16 +1,12 @@
-package replicatest
+package helperproc
 
 import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,11 +15,28 @@ import (
 	"github.com/leaderaware/leaderaware/elector"
 )
 
-// LeaseName is the lease that the replicas of Failover and Chaos campaign
-// for.
+// LeaseName is the lease that the replicas campaign for.
 const LeaseName = "job"
 
-// Replica is one replica process of an application: a decorated job on an
+// replicaMain is the mode replica: one Replica on the store of the flags
+// (see storeFlags), without fenced writes.
+func replicaMain(args []string) error {
+	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
+	sf := addStoreFlags(fs)
+	r := ReplicaFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := sf.open(nil)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return r.Run(s.store, nil)
+}
+
+// Replica is one replica process of an application, the mode replica of
+// replicatest's Failover and Chaos: a decorated job on an
 // elector.LeaseElector. While it leads, its job makes a fenced write every
 // -every (if set). It prints, one line each, after the wall clock in Unix
 // nanoseconds:
@@ -43,8 +56,10 @@ type Replica struct {
 	balance           bool   // its leases in a placement.Group
 }
 
-// ReplicaFlags defines in fs the flags that Failover and Chaos give their
-// replicas, besides the store's own, and returns the Replica they set.
+// ReplicaFlags defines in fs the flags that replicatest gives its
+// replicas, besides the store's own, and returns the Replica they set: a
+// module whose store the built-in replica mode cannot open runs a mode
+// replica of its own (see Main) with them.
 func ReplicaFlags(fs *flag.FlagSet) *Replica {
 	r := &Replica{}
 	fs.StringVar(&r.holder, "holder", "", "holder name")
@@ -60,12 +75,12 @@ func ReplicaFlags(fs *flag.FlagSet) *Replica {
 
 // WriteFunc makes fenced write number n of the term in ctx, whose lease is
 // l, recording l.Token, l.Holder, n and the time, which Chaos reads back as
-// a Write.
+// replicatest.Write.
 type WriteFunc func(ctx context.Context, l elector.Lease, n int64) error
 
 // Run runs the replica on store until SIGTERM, then stops its job
 // gracefully. With -leases it runs the placed mode instead (see
-// PlacedLease), which makes no writes.
+// runPlaced), which makes no writes.
 func (r *Replica) Run(store elector.Store, write WriteFunc) error {
 	if r.leases > 0 {
 		return r.runPlaced(store)
@@ -77,7 +92,7 @@ func (r *Replica) Run(store elector.Store, write WriteFunc) error {
 	if err != nil {
 		return err
 	}
-	out := &lineWriter{w: os.Stdout}
+	out := &lineWriter{w: os.Stdout, stamped: true}
 	job := &replicaJob{out: out, holder: r.holder, every: r.every, write: write}
 	leader := decorator.Decorate[decorator.Job](job, e,
 		decorator.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
@@ -157,18 +172,3 @@ func (j *replicaJob) Stop(context.Context) error {
 	j.out.printf("STOP %s %d", j.holder, j.token)
 	return nil
 }
-
-// lineWriter writes whole lines at once, so lines never interleave, each
-// after the wall clock in Unix nanoseconds.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) printf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "%d "+format+"\n", append([]any{time.Now().UnixNano()}, args...)...)
-}
-
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " | ") }

@@ -1,4 +1,4 @@
-package main
+package helperproc
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // balance is the chaos lease's company with -leases N > 1: one
 // placement.Group, named after the chaos lease, balances it and N-1 more
 // leases, <name>-1 to <name>-(N-1), whose inner jobs write nothing and
-// print, after their lease (times in Unix nanoseconds):
+// print, one line each (times in Unix nanoseconds):
 //
 //	XRUN <holder> <token> <lease> <t> <inode> the inner job's Start is called at t, on the SQLite file with inode (0 on PostgreSQL)
 //	XHALT <holder> <token> <lease> <t1> <t2>  the inner job's Stop was called at t1 and returned at t2

@@ -1,6 +1,60 @@
-// Command contender hammers one SQLite lease file the way candidates and
-// leaders do, for BenchmarkSQLiteContention (bench/contention_test.go), which
-// builds it and runs several copies at once on one fresh file.
+package helperproc
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
+	"github.com/leaderaware/leaderaware/sqlitelease"
+)
+
+// maxExamples is how many error texts of each class a summary keeps.
+const maxExamples = 5
+
+// contenderSummary is the one line the mode contender prints. Counts are per operation
+// kind; Busy and Other count errors that callers must never see.
+type contenderSummary struct {
+	ID        int   `json:"id"`
+	ElapsedNS int64 `json:"elapsed_ns"` // from the start of the loop to the end of the last operation
+	LateNS    int64 `json:"late_ns"`    // how long after -start the loop began (Open took that long)
+
+	Ops       int64    `json:"ops"`        // every store call, Open and Close included
+	Acquired  int64    `json:"acquired"`   // TryAcquire that started a term
+	TakenOver int64    `json:"taken_over"` // of which the takeovers of a watched lease
+	Held      int64    `json:"held"`       // TryAcquire → ErrHeld
+	Renewed   int64    `json:"renewed"`    // Renew that extended the term
+	Lost      int64    `json:"lost"`       // Renew or fenced write → ErrLeaseLost
+	Released  int64    `json:"released"`   // Release
+	Got       int64    `json:"got"`        // Get that found a live holder
+	NoLease   int64    `json:"no_lease"`   // Get → ErrNoLease
+	Written   int64    `json:"written"`    // fenced write that committed
+	Abandoned int64    `json:"abandoned"`  // held leases dropped without Release
+	StaleLost int64    `json:"stale_lost"` // Renew or fenced write of an abandoned, superseded term → ErrLeaseLost
+	MaxOpNS   int64    `json:"max_op_ns"`  // slowest single operation
+	Busy      int64    `json:"busy"`       // errors that show SQLITE_BUSY or SQLITE_LOCKED
+	Other     int64    `json:"other"`      // unexpected errors that are not busy
+	BusyEx    []string `json:"busy_examples,omitempty"`
+	OtherEx   []string `json:"other_examples,omitempty"`
+}
+
+// contenderMain is the mode contender: it hammers one SQLite lease file the
+// way candidates and leaders do, for BenchmarkSQLiteContention
+// (bench/contention_test.go), which runs several copies at once on one
+// fresh file.
 //
 // It opens the file with sqlitelease.Open, waits until -start (so that all
 // copies begin together), and then, until -duration has passed, runs
@@ -29,82 +83,32 @@
 // up on it. Every error is classified: expected (errors.Is ErrHeld,
 // ErrLeaseLost or ErrNoLease), busy (an SQLite BUSY or LOCKED code, or error
 // text that says busy or locked) or other. At the end it prints one JSON
-// line (see summary) on stdout and exits 0. It exits 1 if its flags are bad,
+// line (see contenderSummary) on stdout and exits 0. It exits 1 if its flags are bad,
 // and 2 if it is still running a minute after -duration and -op-timeout
 // (a watchdog, in case its parent is gone).
-package main
-
-import (
-	"context"
-	"database/sql"
-	"encoding/json"
-	"errors"
-	"flag"
-	"fmt"
-	"log/slog"
-	"math/rand/v2"
-	"os"
-	"strings"
-	"sync"
-	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/leaderaware/leaderaware/elector"
-	"github.com/leaderaware/leaderaware/internal/testing/leaseterm"
-	"github.com/leaderaware/leaderaware/sqlitelease"
-)
-
-// maxExamples is how many error texts of each class a summary keeps.
-const maxExamples = 5
-
-// summary is the one line the command prints. Counts are per operation
-// kind; Busy and Other count errors that callers must never see.
-type summary struct {
-	ID        int   `json:"id"`
-	ElapsedNS int64 `json:"elapsed_ns"` // from the start of the loop to the end of the last operation
-	LateNS    int64 `json:"late_ns"`    // how long after -start the loop began (Open took that long)
-
-	Ops       int64    `json:"ops"`        // every store call, Open and Close included
-	Acquired  int64    `json:"acquired"`   // TryAcquire that started a term
-	TakenOver int64    `json:"taken_over"` // of which the takeovers of a watched lease
-	Held      int64    `json:"held"`       // TryAcquire → ErrHeld
-	Renewed   int64    `json:"renewed"`    // Renew that extended the term
-	Lost      int64    `json:"lost"`       // Renew or fenced write → ErrLeaseLost
-	Released  int64    `json:"released"`   // Release
-	Got       int64    `json:"got"`        // Get that found a live holder
-	NoLease   int64    `json:"no_lease"`   // Get → ErrNoLease
-	Written   int64    `json:"written"`    // fenced write that committed
-	Abandoned int64    `json:"abandoned"`  // held leases dropped without Release
-	StaleLost int64    `json:"stale_lost"` // Renew or fenced write of an abandoned, superseded term → ErrLeaseLost
-	MaxOpNS   int64    `json:"max_op_ns"`  // slowest single operation
-	Busy      int64    `json:"busy"`       // errors that show SQLITE_BUSY or SQLITE_LOCKED
-	Other     int64    `json:"other"`      // unexpected errors that are not busy
-	BusyEx    []string `json:"busy_examples,omitempty"`
-	OtherEx   []string `json:"other_examples,omitempty"`
-}
-
-func main() {
+func contenderMain(args []string) error {
+	fs := flag.NewFlagSet("contender", flag.ContinueOnError)
 	var (
-		dbPath    = flag.String("db", "", "SQLite file (required)")
-		id        = flag.Int("id", 0, "this process's number, for holder names and the summary")
-		start     = flag.Int64("start", 0, "Unix nanoseconds at which to begin the loop (0: at once)")
-		duration  = flag.Duration("duration", 2*time.Second, "how long to loop")
-		workers   = flag.Int("workers", 2, "goroutines, each a holder of its own")
-		leases    = flag.Int("leases", 4, "number of lease names")
-		ttl       = flag.Duration("ttl", 250*time.Millisecond, "lease TTL")
-		opTimeout = flag.Duration("op-timeout", 15*time.Second, "context timeout of each operation")
-		busyTO    = flag.Duration("busy-timeout", sqlitelease.DefaultBusyTimeout,
+		dbPath    = fs.String("db", "", "SQLite file (required)")
+		id        = fs.Int("id", 0, "this process's number, for holder names and the summary")
+		start     = fs.Int64("start", 0, "Unix nanoseconds at which to begin the loop (0: at once)")
+		duration  = fs.Duration("duration", 2*time.Second, "how long to loop")
+		workers   = fs.Int("workers", 2, "goroutines, each a holder of its own")
+		leases    = fs.Int("leases", 4, "number of lease names")
+		ttl       = fs.Duration("ttl", 250*time.Millisecond, "lease TTL")
+		opTimeout = fs.Duration("op-timeout", 15*time.Second, "context timeout of each operation")
+		busyTO    = fs.Duration("busy-timeout", sqlitelease.DefaultBusyTimeout,
 			"SQLite busy_timeout (sqlitelease.WithBusyTimeout); 0 leaves all waiting to the store's own retries")
 	)
-	flag.Parse()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	// The benchmark prints whatever a contender writes on stderr: keep the
 	// store's Info lines (one per Open) out of it, and its warnings in.
 	slog.SetLogLoggerLevel(slog.LevelWarn)
 	if *dbPath == "" || *workers < 1 || *leases < 1 || *duration <= 0 || *ttl <= 0 || *opTimeout <= 0 || *busyTO < 0 {
-		fmt.Fprintln(os.Stderr, "contender: need -db, and positive -workers, -leases, -duration, -ttl, -op-timeout, and -busy-timeout >= 0")
-		os.Exit(1)
+		return fmt.Errorf("-db %q -workers %d -leases %d -duration %v -ttl %v -op-timeout %v -busy-timeout %v: need -db, and positive -workers, -leases, -duration, -ttl, -op-timeout, and -busy-timeout >= 0",
+			*dbPath, *workers, *leases, *duration, *ttl, *opTimeout, *busyTO)
 	}
 	// Never outlive the benchmark by much, whatever happens to the parent.
 	time.AfterFunc(*duration+*opTimeout+time.Minute, func() {
@@ -112,19 +116,20 @@ func main() {
 		os.Exit(2)
 	})
 
-	c := &contender{dbPath: *dbPath, sum: summary{ID: *id}}
+	c := &contender{dbPath: *dbPath, sum: contenderSummary{ID: *id}}
 	c.run(*dbPath, sqlitelease.WithBusyTimeout(*busyTO), *start, *duration, *workers, *leases, *ttl, *opTimeout)
 	out, err := json.Marshal(&c.sum)
 	if err != nil {
-		panic(err)
+		return err
 	}
 	fmt.Println(string(out))
+	return nil
 }
 
 type contender struct {
 	dbPath string // cut from error texts before they are searched for "busy"
 	mu     sync.Mutex
-	sum    summary
+	sum    contenderSummary
 }
 
 func (c *contender) run(dbPath string, opt sqlitelease.Option, start int64, duration time.Duration, workers, leases int, ttl, opTimeout time.Duration) {
@@ -173,7 +178,7 @@ func (c *contender) run(dbPath string, opt sqlitelease.Option, start int64, dura
 	c.mu.Unlock()
 }
 
-// worker is one holder: it remembers the terms it holds.
+// worker is one holder of a contender: it remembers the terms it holds.
 type worker struct {
 	c         *contender
 	s         *sqlitelease.Store

@@ -1,5 +1,0 @@
-//go:build linux && race
-
-package chaos
-
-const raceEnabled = true

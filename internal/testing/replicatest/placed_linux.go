@@ -64,9 +64,9 @@ type PlacementFigures struct {
 // successor starts, the group settles, it is stopped with SIGTERM), one
 // that stops each replica before its successor starts (rolling, stop
 // first), the crash of the busiest replica (SIGKILL; a successor starts
-// after it is measured) and the drain of the busiest one (SIGUSR1; first-
-// wins, which cannot drain, stops it with SIGTERM instead). Each scenario
-// ends when the group has settled.
+// after it is measured) and the drain of the busiest one (SIGUSR1;
+// first-wins, which cannot drain, stops it with SIGTERM instead). Each
+// scenario ends when the group has settled.
 //
 // Placement checks that no two jobs of one lease ever ran at once and,
 // with balancing, with margin for a loaded machine: every settled share at

@@ -55,7 +55,7 @@ func newBalance(store elector.Store, name string, leases int, cfg elector.Config
 		if err != nil {
 			return nil, nil, err
 		}
-		b.extras = append(b.extras, decorator.Decorate[decorator.Job](&extraJob{out: out, holder: cfg.Holder, lease: lease, inode: inode}, e,
+		b.extras = append(b.extras, decorator.Decorate[decorator.Job](&leaseJob{out: out, holder: cfg.Holder, lease: lease, inode: inode}, e,
 			decorator.WithLogger(logger), decorator.WithHooks(decorator.Hooks{
 				OnDemoted: func(_ context.Context, t elector.Term, _ error) { b.demoted(t, lease) },
 				OnError:   fail,
@@ -117,30 +117,4 @@ func (b *balance) demoted(t elector.Term, lease string) {
 		b.out.printf("YIELD %s %d %s", b.holder, t.Token(), lease)
 	default:
 	}
-}
-
-// extraJob is the inner job of one of the other leases.
-type extraJob struct {
-	out           *lineWriter
-	holder, lease string
-	inode         func() uint64 // of the store's file now
-	token         uint64        // set by Start, read by Stop: the decorator calls them in turn
-}
-
-func (j *extraJob) Start(ctx context.Context) error {
-	t, ok := elector.TermFromContext(ctx)
-	if !ok {
-		return errors.New("the start context carries no term")
-	}
-	j.token = t.Token()
-	// The store follows its path to a restored file: name the file of the
-	// term, as the chaos lease's OPEN line does.
-	j.out.printf("XRUN %s %d %s %d %d", j.holder, j.token, j.lease, time.Now().UnixNano(), j.inode())
-	return nil
-}
-
-func (j *extraJob) Stop(context.Context) error {
-	called := time.Now()
-	j.out.printf("XHALT %s %d %s %d %d", j.holder, j.token, j.lease, called.UnixNano(), time.Now().UnixNano())
-	return nil
 }

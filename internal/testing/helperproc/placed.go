@@ -62,7 +62,7 @@ func (r *Replica) runPlaced(store elector.Store) error {
 		if err != nil {
 			return err
 		}
-		leaders[i] = decorator.Decorate[decorator.Job](&placedJob{out: out, holder: r.holder, lease: name}, e,
+		leaders[i] = decorator.Decorate[decorator.Job](&leaseJob{out: out, holder: r.holder, lease: name}, e,
 			decorator.WithLogger(logger), decorator.WithHooks(decorator.Hooks{OnError: report}))
 	}
 	bounded := func() (context.Context, context.CancelFunc) {
@@ -120,24 +120,38 @@ func (r *Replica) runPlaced(store elector.Store) error {
 	return nil
 }
 
-// placedJob is the inner job of one lease: it prints START and STOP.
-type placedJob struct {
+// leaseJob is the inner job of one lease of the placed mode, which prints
+// START and STOP, or of one of the chaos mode's other leases (inode set),
+// which prints XRUN and XHALT (see balance).
+type leaseJob struct {
 	out           *lineWriter
 	holder, lease string
-	token         uint64 // set by Start, read by Stop: the decorator calls them in turn
+	inode         func() uint64 // chaos mode: the inode of the store's file now
+	token         uint64        // set by Start, read by Stop: the decorator calls them in turn
 }
 
-func (j *placedJob) Start(ctx context.Context) error {
+func (j *leaseJob) Start(ctx context.Context) error {
 	t, ok := elector.TermFromContext(ctx)
 	if !ok {
 		return errors.New("the start context carries no term")
 	}
 	j.token = t.Token()
-	j.out.printf("START %s %d %s", j.holder, j.token, j.lease)
+	if j.inode == nil {
+		j.out.printf("START %s %d %s", j.holder, j.token, j.lease)
+		return nil
+	}
+	// The store follows its path to a restored file: name the file of the
+	// term, as the chaos lease's OPEN line does.
+	j.out.printf("XRUN %s %d %s %d %d", j.holder, j.token, j.lease, time.Now().UnixNano(), j.inode())
 	return nil
 }
 
-func (j *placedJob) Stop(context.Context) error {
-	j.out.printf("STOP %s %d %s", j.holder, j.token, j.lease)
+func (j *leaseJob) Stop(context.Context) error {
+	if j.inode == nil {
+		j.out.printf("STOP %s %d %s", j.holder, j.token, j.lease)
+		return nil
+	}
+	called := time.Now()
+	j.out.printf("XHALT %s %d %s %d %d", j.holder, j.token, j.lease, called.UnixNano(), time.Now().UnixNano())
 	return nil
 }

@@ -167,19 +167,24 @@ func TestPlacementSimulation(t *testing.T) {
 	t.Logf("%d leases on %d replicas, TTL %v, RetryInterval %v, %d seeds each:\n%s", simLeases, simReplicas, simTTL, simRetry, simSeeds, b.String())
 
 	for _, g := range goals {
-		if err := g.check(results[key{g.scenario, placementPolicy.name}]); err != nil {
+		err := g.check(results[key{g.scenario, placementPolicy.name}])
+		switch {
+		case err != nil && g.mean && raceEnabled:
+			t.Logf("placement, %s: %v (not checked under -race: it runs 3 seeds, too few for a goal on the mean of 21; run without -race)", g.scenario, err)
+		case err != nil:
 			t.Errorf("placement, %s: %v", g.scenario, err)
 		}
 	}
 }
 
 // goals are issue 21's goals for the placement policy, 50 leases on 5
-// replicas.
+// replicas; mean marks a goal on a mean over the seeds.
 var goals = []struct {
 	scenario string
+	mean     bool
 	check    func([]outcome) error
 }{
-	{"cold start", func(outs []outcome) error {
+	{"cold start", false, func(outs []outcome) error {
 		const bound = (simLeases+simReplicas-1)/simReplicas + 1 // T+1
 		for seed, o := range outs {
 			if o.maxShare > bound {
@@ -188,14 +193,14 @@ var goals = []struct {
 		}
 		return nil
 	}},
-	{"rolling deploy", func(outs []outcome) error {
+	{"rolling deploy", true, func(outs []outcome) error {
 		const bound = 1.1 * simLeases
 		if m := summarize(outs).handoffMean; m > bound {
 			return fmt.Errorf("%.1f handoffs per deploy on average, want at most %.0f (1.1 per lease)", m, bound)
 		}
 		return nil
 	}},
-	{"crash", func(outs []outcome) error {
+	{"crash", false, func(outs []outcome) error {
 		for seed, o := range outs {
 			if o.recover > simTTL+simRetry {
 				return fmt.Errorf("seed %d: a lease of the crashed replica ran again %v after its last write, want at most TTL + RetryInterval = %v", seed, o.recover, simTTL+simRetry)
@@ -203,7 +208,7 @@ var goals = []struct {
 		}
 		return nil
 	}},
-	{"drain", func(outs []outcome) error {
+	{"drain", false, func(outs []outcome) error {
 		for seed, o := range outs {
 			if o.recover > simRetry {
 				return fmt.Errorf("seed %d: a lease of the drained replica ran elsewhere %v after Drain, want at most one RetryInterval = %v", seed, o.recover, simRetry)

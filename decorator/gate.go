@@ -58,17 +58,17 @@ func (d *decorated) gate(runCtx, base context.Context, r *run) {
 // when Stop ended the run.
 func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term, bo *backoff) (stopped bool) {
 	tctx := d.jobContext(base, term)
-	started, err := d.start(runCtx, tctx, r, term)
+	var yield <-chan struct{}
+	if y, ok := term.(elector.Yielder); ok {
+		yield = y.Yield()
+	}
+	started, err := d.start(runCtx, tctx, r, term, yield)
 	if err != nil {
 		d.end(tctx, r, term, false, stopRequest{ctx: base}, err)
 		return !sleep(runCtx, bo.next())
 	}
 	if started {
 		bo.reset()
-	}
-	var yield <-chan struct{}
-	if y, ok := term.(elector.Yielder); ok {
-		yield = y.Yield()
 	}
 	select {
 	case <-term.Done():
@@ -79,24 +79,26 @@ func (d *decorated) lead(runCtx, base context.Context, r *run, term elector.Term
 	case <-yield:
 		// The elector's Placer wants the lease on another replica: stop the
 		// job while the term stays held, free the lease, and campaign again
-		// (the Placer decides how long this replica holds back).
+		// (the Placer decides how long this replica holds back; a term that
+		// yielded before the job started backs off as a failed start does,
+		// so a Placer that yields every term at once cannot make it spin).
 		d.handOff(tctx, r, term, started, stopRequest{ctx: base, deadline: time.Now().Add(d.stopTimeout)})
-		return false
+		return !started && !sleep(runCtx, bo.next())
 	case req := <-r.stop:
 		d.end(tctx, r, term, started, req, nil)
 		return true
 	}
 }
 
-// start runs OnElected and then, unless the term ended or Stop arrived
-// meanwhile, the inner Start. A watchdog bounds the two by the start timeout:
+// start runs OnElected and then, unless the term ended, was asked to yield
+// or Stop arrived meanwhile, the inner Start. A watchdog bounds the two by the start timeout:
 // when it passes, the watchdog resigns the term if the inner Start has not
 // been called yet, or abandons it if the inner Start runs (the job may be
 // starting), and reports what overran; the gate goes on once the call
 // returns, and never starts the job for a term that has ended. started
 // reports whether the inner Start returned nil; err is its error. An inner
 // Start that overran is the job's Status overrun until it returns.
-func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Term) (started bool, err error) {
+func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Term, yield <-chan struct{}) (started bool, err error) {
 	deadline := time.Now().Add(d.startTimeout)
 	// claimed is set by whichever comes first: the gate about to call the
 	// inner Start, or the watchdog finding OnElected still running.
@@ -118,7 +120,7 @@ func (d *decorated) start(runCtx, tctx context.Context, r *run, term elector.Ter
 		}
 	}()
 	d.elected(tctx, r, term)
-	if runCtx.Err() != nil || isClosed(term.Done()) || !claimed.CompareAndSwap(false, true) {
+	if runCtx.Err() != nil || isClosed(term.Done()) || isClosed(yield) || !claimed.CompareAndSwap(false, true) {
 		return false, nil
 	}
 	ctx, cancel := context.WithDeadline(tctx, deadline)

@@ -117,7 +117,9 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 // one, or none started within that margin when the watch would complete):
 // a rollback of the row inside the gap could hide the holder's renewals,
 // and the holder's next renewal after a rollback lands before the takeover
-// only if reads leave no longer gap. The watch is kept across calls to
+// only if reads leave no longer gap. On a [CompleteNotifier], a Sync counts
+// as a read, and the watch reads every RetryInterval while its Syncs
+// succeed and it missed no push. The watch is kept across calls to
 // Campaign. Each store call is bounded by the trust window (TTL minus
 // TTL/10): an acquire that takes longer could not be trusted anyway. With a
 // [Config.Placer], each attempt to take the lease first waits as long as
@@ -162,7 +164,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			term := startTerm(e, l, start)
 			term.rt.tell(l)
 			if e.cfg.Placer != nil {
-				term.yield = e.cfg.Placer.Lead(e.name, term)
+				e.lead(term, trust)
 			}
 			return term, nil
 		case err == nil:
@@ -222,6 +224,22 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 			}
 		}
 	}
+}
+
+// lead hands term to the Placer for its yield channel. If Lead panics, it
+// resigns the term, within trust, before the panic goes on: nobody else
+// would end it.
+func (e *LeaseElector) lead(term *leaseTerm, trust time.Duration) {
+	ok := false
+	defer func() {
+		if !ok {
+			ctx, cancel := context.WithTimeout(context.Background(), trust)
+			_ = term.Resign(ctx) // if it fails, the lease runs out on its own
+			cancel()
+		}
+	}()
+	term.yield = e.cfg.Placer.Lead(e.name, term)
+	ok = true
 }
 
 // hold waits as long as the Placer asks before an attempt to take the

@@ -42,6 +42,18 @@ import (
 // follows never restarts the watch, one delayed past the margin by failed
 // reads does.
 //
+// Pushes as reads: when the Store is a CompleteNotifier, the loop calls
+// Sync every SafetyMargin(TTL)/2 (jittered to half) among the candidates,
+// and a Sync that succeeds counts as a read of every name, started when the
+// Sync did, for each candidate whose last read was planned since the last
+// possible miss (a Change with Name "" and Known false, or the start of
+// Notify; counted in breaks) with none during the Sync: every write since
+// that read was pushed, so the state it watches stood. While the last
+// Sync counted and the last read of every name, planned since the last
+// miss, succeeded, the loop polls every RetryInterval only; otherwise every
+// min(RetryInterval, SafetyMargin(TTL)/2) as above. After a miss it reads
+// every name before it Syncs again.
+//
 // Leader watches (LeaseElector.WatchLeader) subscribe too, for as long as
 // they run, the term of their own elector included; they never take a
 // lease over, so they poll every RetryInterval and need no gap reset. The loop calls each, between reads, with each change of holder or
@@ -50,8 +62,9 @@ import (
 // state, since it would report a change and, at the next read, its undoing.
 type hub struct {
 	rt       *storeRuntime
-	bulk     BulkReader // the Store's, or nil
-	notifier Notifier   // the Store's, or nil
+	bulk     BulkReader       // the Store's, or nil
+	notifier Notifier         // the Store's, or nil
+	complete CompleteNotifier // the Store's, or nil
 	kick     chan struct{}
 
 	mu      sync.Mutex
@@ -60,11 +73,30 @@ type hub struct {
 	pending map[string]struct{} // names to read at once
 	all     bool                // read every name at once
 	planned uint64              // reads planned so far
-	reports []report            // leader changes for the loop to report
+	breaks  uint64              // possible misses of a CompleteNotifier so far, from 1
+	// breaks when the read in flight was planned, and whether it reads
+	// every name; when the last full read that succeeded was planned;
+	// whether the last Sync counted, and when the last that counted began,
+	// with breaks then (see pushes as reads).
+	planBreaks, pollBreaks uint64
+	fullRead, synced       bool
+	syncedAt               time.Time
+	syncBreaks             uint64
+	// The least, among the subscribers, of the intervals and bounds plan
+	// uses; recomputed when they change.
+	timings hubTimings
+	reports []report // leader changes for the loop to report
 	// The context of the reads, ended when the last subscriber stops, so
 	// that its Campaign, which waits for the loop, waits for no read.
 	reads    context.Context
 	endReads context.CancelFunc
+}
+
+// hubTimings are the least intervals and bounds among the subscribers (see
+// plan); ok is false when they must be computed again.
+type hubTimings struct {
+	every, retry, sync, bound time.Duration
+	ok                        bool
 }
 
 // report is a leader change for a leader watch (see subscription.report).
@@ -86,12 +118,14 @@ type subscription struct {
 	h      *hub
 	name   string
 	every  time.Duration // its poll interval
+	retry  time.Duration // its RetryInterval: its poll interval while Syncs count (see hub)
 	margin time.Duration // SafetyMargin of its TTL: the longest gap between reads
 	bound  time.Duration // the deadline of a read for it (see hub)
 	states chan state    // the latest state not yet received; nil for a leader watch
 	// Guarded by h.mu:
-	seen     Lease     // the state it watches
-	lastRead time.Time // the start of its name's last successful read
+	seen       Lease     // the state it watches
+	lastRead   time.Time // the start of its name's last successful read (see read for Syncs)
+	readBreaks uint64    // hub.breaks when that read was planned; 0 before the first
 
 	// A leader watch (see LeaseElector.WatchLeader) has report, which the
 	// loop calls with each change of holder or token, in order.
@@ -113,6 +147,8 @@ func (h *hub) init(rt *storeRuntime) {
 	h.rt = rt
 	h.bulk, _ = rt.store.(BulkReader)
 	h.notifier, _ = rt.store.(Notifier)
+	h.complete, _ = rt.store.(CompleteNotifier)
+	h.breaks = 1
 	h.kick = make(chan struct{}, 1)
 	h.names = map[string]*watchedName{}
 	h.pending = map[string]struct{}{}
@@ -124,7 +160,7 @@ func (h *hub) init(rt *storeRuntime) {
 func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, report func(Lease)) *subscription {
 	margin := SafetyMargin(ttl)
 	sub := &subscription{
-		h: h, name: name, every: retry, margin: margin, bound: min(max(retry, margin), ttl-margin),
+		h: h, name: name, every: retry, retry: retry, margin: margin, bound: min(max(retry, margin), ttl-margin),
 		seen: seen, lastRead: h.rt.clock.Now(), report: report,
 	}
 	if report == nil { // a candidate: see the gap reset
@@ -139,6 +175,7 @@ func (h *hub) subscribe(name string, retry, ttl time.Duration, seen Lease, repor
 		h.names[name] = w
 	}
 	w.subs[sub] = struct{}{}
+	h.timings.ok = false
 	w.answered(seen)
 	h.pending[name] = struct{}{}
 	if h.reads == nil || h.reads.Err() != nil {
@@ -170,6 +207,7 @@ func (sub *subscription) unsubscribe() {
 	defer h.mu.Unlock()
 	w := h.names[sub.name]
 	delete(w.subs, sub)
+	h.timings.ok = false
 	if len(w.subs) == 0 {
 		delete(h.names, sub.name)
 		delete(h.pending, sub.name)
@@ -203,7 +241,17 @@ func (sub *subscription) saw(l Lease) {
 func (sub *subscription) fresh() bool {
 	sub.h.mu.Lock()
 	defer sub.h.mu.Unlock()
-	return sub.h.rt.clock.Now().Sub(sub.lastRead) <= sub.margin
+	return sub.h.rt.clock.Now().Sub(sub.read()) <= sub.margin
+}
+
+// read returns the start of the last read of the name for sub: its last
+// successful read, or a later Sync that counts for it. h.mu is held.
+func (sub *subscription) read() time.Time {
+	h := sub.h
+	if sub.report == nil && sub.readBreaks == h.syncBreaks && h.syncedAt.After(sub.lastRead) {
+		return h.syncedAt
+	}
+	return sub.lastRead
 }
 
 // answered takes l, a held state the store answered a compare-and-set
@@ -220,15 +268,22 @@ func (h *hub) loop() {
 	defer h.rt.wg.Done()
 	if h.notifier != nil {
 		defer h.notifier.Notify(h.changed)()
+		h.mu.Lock()
+		h.breaks++ // writes before Notify were not pushed
+		h.mu.Unlock()
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var nextPoll time.Time
+	var polls polls
 	for {
 		h.report()
-		ctx, names, seq, bound, wait, ok := h.plan(&nextPoll)
+		ctx, names, seq, bound, wait, sync, ok := h.plan(&polls)
 		if !ok {
 			return
+		}
+		if sync {
+			h.sync(ctx, bound)
+			continue
 		}
 		if len(names) > 0 {
 			h.read(ctx, names, seq, bound)
@@ -257,32 +312,41 @@ func (h *hub) report() {
 	}
 }
 
+// polls is the loop's schedule: the start of the last poll of every name,
+// and when the next poll and the next Sync are due.
+type polls struct{ last, next, nextSync time.Time }
+
 // plan returns the names to read now, the reads' context, the read's
-// sequence number and the deadline of each store call (see hub), or how
-// long to wait for the next poll; false once there are no subscribers.
-func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, seq uint64, bound, wait time.Duration, ok bool) {
+// sequence number and the deadline of each store call (see hub), or
+// whether to Sync now, or how long to wait for the next poll or Sync; false
+// once there are no subscribers.
+func (h *hub) plan(p *polls) (ctx context.Context, names []string, seq uint64, bound, wait time.Duration, sync, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.names) == 0 {
 		h.looping = false
 		h.reports = nil // of stopped watches
-		return nil, nil, 0, 0, 0, false
+		return nil, nil, 0, 0, 0, false, false
 	}
-	var every time.Duration
-	for _, w := range h.names {
-		for sub := range w.subs {
-			if every == 0 || sub.every < every {
-				every = sub.every
-			}
-			if bound == 0 || sub.bound < bound {
-				bound = sub.bound
-			}
-		}
+	t := h.timingsNow()
+	every, syncEvery, bound := t.every, t.sync, t.bound
+	if h.synced && h.pollBreaks == h.breaks {
+		every = t.retry // every name was read since the last miss: Syncs count
 	}
 	now := h.rt.clock.Now()
-	if poll := !now.Before(*nextPoll); poll || h.all {
+	if syncEvery > 0 && !h.all { // after a miss, read first (see read)
+		if !now.Before(p.nextSync) {
+			p.nextSync = now.Add(jitter(syncEvery))
+			return h.reads, nil, 0, bound, 0, true, true
+		}
+	}
+	if p.next.Sub(p.last) > every { // a Sync failed: poll sooner
+		p.next = p.last.Add(jitter(every))
+	}
+	poll := !now.Before(p.next)
+	if h.fullRead = poll || h.all; h.fullRead {
 		if poll {
-			*nextPoll = now.Add(jitter(every))
+			p.last, p.next = now, now.Add(jitter(every))
 		}
 		for name := range h.names {
 			names = append(names, name)
@@ -296,13 +360,75 @@ func (h *hub) plan(nextPoll *time.Time) (ctx context.Context, names []string, se
 	h.all = false
 	if len(names) > 0 {
 		h.planned++
+		h.planBreaks = h.breaks
 	}
-	return h.reads, names, h.planned, bound, nextPoll.Sub(now), true
+	wait = p.next.Sub(now)
+	if syncEvery > 0 {
+		wait = min(wait, p.nextSync.Sub(now))
+	}
+	return h.reads, names, h.planned, bound, wait, false, true
+}
+
+// timingsNow returns h.timings, computed again if the subscribers changed.
+// h.mu is held.
+func (h *hub) timingsNow() hubTimings {
+	if h.timings.ok {
+		return h.timings
+	}
+	var t hubTimings
+	least := func(d *time.Duration, v time.Duration) {
+		if *d == 0 || v < *d {
+			*d = v
+		}
+	}
+	for _, w := range h.names {
+		for sub := range w.subs {
+			least(&t.every, sub.every)
+			least(&t.bound, sub.bound)
+			if sub.report == nil {
+				least(&t.retry, sub.retry)
+				if h.complete != nil {
+					least(&t.sync, sub.margin/2)
+				}
+			} else {
+				least(&t.retry, sub.every)
+			}
+		}
+	}
+	t.ok = true
+	h.timings = t
+	return t
+}
+
+// sync calls the Store's Sync, bounded by bound, and counts it as a read of
+// every name for each candidate it may count for (see pushes as reads).
+func (h *hub) sync(reads context.Context, bound time.Duration) {
+	h.mu.Lock()
+	breaks := h.breaks
+	h.mu.Unlock()
+	start := h.rt.clock.Now()
+	ctx, cancel := context.WithTimeout(reads, bound)
+	err := h.complete.Sync(ctx)
+	cancel()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.synced = err == nil && h.breaks == breaks
+	if h.synced {
+		h.syncedAt, h.syncBreaks = start, breaks
+	}
 }
 
 // read reads names and delivers their states, as read number seq. Each
 // store call is bounded by bound, and ends with reads.
 func (h *hub) read(reads context.Context, names []string, seq uint64, bound time.Duration) {
+	failed := false
+	defer func() {
+		h.mu.Lock()
+		if h.fullRead && !failed {
+			h.pollBreaks = h.planBreaks
+		}
+		h.mu.Unlock()
+	}()
 	if h.bulk == nil {
 		for _, name := range names {
 			start := h.rt.clock.Now()
@@ -314,6 +440,7 @@ func (h *hub) read(reads context.Context, names []string, seq uint64, bound time
 			case errors.Is(err, ErrNoLease):
 				l = Lease{Name: name}
 			default:
+				failed = true
 				continue // the next poll reads it again
 			}
 			h.mu.Lock()
@@ -330,6 +457,7 @@ func (h *hub) read(reads context.Context, names []string, seq uint64, bound time
 		got, err := h.bulk.GetMany(ctx, chunk)
 		cancel()
 		if err != nil || len(got) != len(chunk) {
+			failed = true
 			continue // the next poll reads them again
 		}
 		h.mu.Lock()
@@ -353,6 +481,7 @@ func (h *hub) changed(c Change) {
 		return
 	case c.Name == "":
 		h.all = true
+		h.breaks++
 	default:
 		if _, ok := h.names[c.Name]; !ok {
 			return
@@ -375,13 +504,13 @@ func (h *hub) deliver(name string, l Lease, seq uint64, start time.Time) {
 	var gap map[*subscription]bool
 	if !start.IsZero() {
 		for sub := range w.subs {
-			if start.Sub(sub.lastRead) > sub.margin {
+			if start.Sub(sub.read()) > sub.margin {
 				if gap == nil {
 					gap = map[*subscription]bool{}
 				}
 				gap[sub] = true
 			}
-			sub.lastRead = start
+			sub.lastRead, sub.readBreaks = start, h.planBreaks
 		}
 	}
 	// A read that began before the last known state is stale unless it

@@ -11,8 +11,9 @@ import (
 
 // MemoryStore is a [Store] in process memory, for tests and single-process
 // programs. It runs on fake time inside a testing/synctest bubble. It
-// implements [BulkReader], [BatchRenewer] and [Notifier], pushing every
-// write's new state: candidates that wait on it learn of every write at once.
+// implements [BulkReader], [BatchRenewer] and [CompleteNotifier], pushing
+// every write's new state: candidates that wait on it learn of every write at
+// once.
 // The zero value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
 	clockCarrier // the clock of its Written stamps and its electors
@@ -179,7 +180,8 @@ func (m *MemoryStore) GetMany(ctx context.Context, names []string) ([]Lease, err
 }
 
 // Notify implements [Notifier]: every write's new state is pushed, under
-// the store's lock, so in the order of the writes.
+// the store's lock, so in the order of the writes. MemoryStore is a
+// [CompleteNotifier].
 func (m *MemoryStore) Notify(changed func(Change)) (stop func()) {
 	f := &changed
 	m.mu.Lock()
@@ -190,6 +192,14 @@ func (m *MemoryStore) Notify(changed func(Change)) (stop func()) {
 		defer m.mu.Unlock()
 		delete(m.notified, f)
 	}
+}
+
+// Sync implements [CompleteNotifier]: each write has pushed its state by the
+// time it releases the store's lock.
+func (m *MemoryStore) Sync(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return ctx.Err()
 }
 
 // checkArgs validates what every store operation gets.

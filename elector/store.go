@@ -98,6 +98,22 @@ type Notifier interface {
 	Notify(changed func(Change)) (stop func())
 }
 
+// CompleteNotifier is an optional interface of a [Notifier] that pushes
+// every write: the new state of each lease written (a [Change] with Known
+// set), by this Store or any other on the same leases, from the moment
+// Notify returns. When it may have missed one (a reconnect, an overflow) it
+// pushes a Change with Name "" and Known false, and every write after that
+// one again. The elector's watch then counts a Sync as a read of every
+// lease, and reads them only every RetryInterval; it falls back to reading
+// every TTL/20 whenever a Sync fails.
+type CompleteNotifier interface {
+	Notifier
+	// Sync returns nil once every write done before the call has been
+	// pushed to each Notify callback, or a Change with Name "" has been
+	// pushed during the call; an error if it cannot tell.
+	Sync(ctx context.Context) error
+}
+
 // Change is what a [Notifier] tells the elector's watch: the new state of a
 // lease, when the store knows it, or that leases should be read again.
 type Change struct {

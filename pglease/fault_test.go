@@ -137,13 +137,17 @@ func TestListenerBacksOff(t *testing.T) {
 	var logs syncBuffer
 	s.opts.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s.secrets = append(s.secrets, secretPW)
-	l := &listener{s: s, cfg: cfg, done: make(chan struct{})}
+	l := &listener{s: s, cfg: cfg, send: func(elector.Change) {}}
 	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel = cancel
-	go l.run(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.run(ctx)
+	}()
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	l.stop()
+	cancel()
+	<-done
 	assert.Less(t, time.Since(start), time.Second, "stop must not wait out a backoff")
 	out := logs.String()
 	assert.GreaterOrEqual(t, strings.Count(out, "reconnecting"), 2, "the listener must retry:\n%s", out)

@@ -3,7 +3,6 @@ package pglease
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,73 +27,29 @@ const (
 // release may have gone unheard meanwhile. With [WithoutListener], only the
 // releases made through this Store.
 func (s *Store) Notify(changed func(elector.Change)) (stop func()) {
-	sub := &subscriber{changed}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return func() {}
-	}
-	s.subs[sub] = struct{}{}
-	if s.listener == nil && s.opts.listen {
-		s.listener = s.startListener()
-	}
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		delete(s.subs, sub)
-		var l *listener
-		if len(s.subs) == 0 {
-			l, s.listener = s.listener, nil
-		}
-		s.mu.Unlock()
-		if l != nil {
-			l.stop()
-		}
-	})
+	return s.changes.Notify(changed)
 }
-
-// subscriber is one Notify call.
-type subscriber struct{ changed func(elector.Change) }
 
 // freed is the Change of a lease released.
 func freed(name string) elector.Change {
 	return elector.Change{Name: name, State: elector.Lease{Name: name}, Known: true}
 }
 
-// notify tells every subscriber of c. Holding s.mu, it never calls one
-// whose stop has returned.
-func (s *Store) notify(c elector.Change) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for sub := range s.subs {
-		sub.changed(c)
-	}
-}
-
 // listener LISTENs for releases on a connection of its own.
 type listener struct {
 	s          *Store
 	cfg        *pgx.ConnConfig
-	cancel     context.CancelFunc
-	done       chan struct{} // closed when run returns
-	warnedDeaf bool          // run's goroutine only
+	send       func(elector.Change)
+	warnedDeaf bool
 }
 
-// startListener starts a listener for s. s.mu is held.
-func (s *Store) startListener() *listener {
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{s: s, cfg: s.leases.Config().ConnConfig, cancel: cancel, done: make(chan struct{})}
-	go l.run(ctx)
-	return l
-}
-
-// stop stops the listener and waits for its goroutine and connection.
-func (l *listener) stop() {
-	l.cancel()
-	<-l.done
+// listen is the Store's wake source (see Notify): a listener, reconnecting
+// until ctx ends.
+func (s *Store) listen(ctx context.Context, send func(elector.Change)) {
+	(&listener{s: s, cfg: s.leases.Config().ConnConfig, send: send}).run(ctx)
 }
 
 func (l *listener) run(ctx context.Context) {
-	defer close(l.done)
 	backoff.Retry(ctx, listenBackoffMin, listenBackoffMax, l.session, func(err error, wait time.Duration) {
 		l.s.opts.logger.Warn("pglease: release listener lost its connection; reconnecting",
 			"channel", l.s.channel, "retry_in", wait, "err", scrub(err.Error(), l.s.secrets))
@@ -118,7 +73,7 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 		return false, err
 	}
 	l.s.opts.logger.Debug("pglease: release listener connected", "channel", l.s.channel)
-	l.s.notify(elector.Change{}) // a release may have gone unheard: read every lease again
+	l.send(elector.Change{}) // a release may have gone unheard: read every lease again
 	// A session that hears not even its own probe (an empty payload) by its
 	// first keepalive is deaf: a transaction pooler lent its server
 	// connection to others.
@@ -134,7 +89,7 @@ func (l *listener) session(ctx context.Context) (listened bool, err error) {
 		case err == nil && n.Channel == l.s.channel:
 			heard = true
 			if n.Payload != "" {
-				l.s.notify(freed(n.Payload))
+				l.send(freed(n.Payload))
 			}
 		case err == nil:
 		case ctx.Err() != nil:

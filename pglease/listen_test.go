@@ -28,9 +28,7 @@ func TestNotifyLocalRelease(t *testing.T) {
 	require.NoError(t, s.Release(testCtx(t), l))
 	require.Len(t, n, 1, "Release reports before it returns")
 	assert.Equal(t, freed("local"), <-n)
-	s.mu.Lock()
-	assert.Nil(t, s.listener, "WithoutListener must not start a listener")
-	s.mu.Unlock()
+	assert.False(t, s.changes.Running(), "WithoutListener must not start a listener")
 
 	require.NoError(t, s.Release(testCtx(t), l))
 	assert.Empty(t, n, "a release that frees nothing reports nothing")
@@ -40,9 +38,6 @@ func TestNotifyLocalRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Release(testCtx(t), l))
 	assert.Empty(t, n, "nothing is reported after stop")
-	s.mu.Lock()
-	assert.Empty(t, s.subs, "stop must unregister the callback")
-	s.mu.Unlock()
 }
 
 // TestNotifyAcrossStores proves that a release through another Store (another
@@ -79,30 +74,18 @@ func TestNotifyAcrossStores(t *testing.T) {
 }
 
 // TestListenerLifetime proves that the listener starts with the first
-// Notify and stops, and is waited for, at the last stop (goleak in TestMain
-// checks its goroutine), and starts again with the next Notify.
+// Notify and stops at the last stop (goleak in TestMain checks that it was
+// waited for), and starts again with the next Notify.
 func TestListenerLifetime(t *testing.T) {
 	s := openStore(t, WithSchema(freshSchema(t)))
-	listener := func() *listener {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.listener
-	}
-	require.Nil(t, listener(), "no listener before the first Notify")
+	require.False(t, s.changes.Running(), "no listener before the first Notify")
 	stopA := s.Notify(func(elector.Change) {})
-	first := listener()
-	require.NotNil(t, first)
+	require.True(t, s.changes.Running())
 	stopB := s.Notify(func(elector.Change) {})
-	assert.Same(t, first, listener(), "one listener per Store")
 	stopA()
-	assert.Same(t, first, listener(), "it runs while a subscriber is left")
+	assert.True(t, s.changes.Running(), "it runs while a subscriber is left")
 	stopB()
-	assert.Nil(t, listener())
-	select {
-	case <-first.done:
-	default:
-		t.Fatal("the last stop returned before the listener exited")
-	}
+	assert.False(t, s.changes.Running())
 	n := notifyOf(t, s)
 	n.listening(t)
 }
@@ -115,15 +98,8 @@ func TestCloseStopsListener(t *testing.T) {
 	require.NoError(t, err)
 	n := notifyOf(t, s)
 	n.listening(t)
-	s.mu.Lock()
-	l := s.listener
-	s.mu.Unlock()
 	require.NoError(t, s.Close())
-	select {
-	case <-l.done:
-	default:
-		t.Fatal("Close returned before the listener exited")
-	}
+	assert.False(t, s.changes.Running(), "Close returned with the listener running")
 	require.NoError(t, s.Close(), "Close is idempotent")
 	_, err = s.TryAcquire(testCtx(t), "x", "a", time.Minute, elector.Lease{})
 	assert.ErrorIs(t, err, ErrClosed)
@@ -134,9 +110,7 @@ func TestCloseStopsListener(t *testing.T) {
 
 	stop := s.Notify(func(elector.Change) { t.Error("a callback after Close") })
 	defer stop()
-	s.mu.Lock()
-	assert.Nil(t, s.listener, "Notify after Close must not start a listener")
-	s.mu.Unlock()
+	assert.False(t, s.changes.Running(), "Notify after Close must not start a listener")
 }
 
 // TestNewKeepsCallerPool proves that a Store on the caller's pool leaves it

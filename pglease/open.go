@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leaderaware/leaderaware/internal/fanout"
 	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
@@ -141,9 +142,12 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owns bool, leaseCfg *pgxp
 		channel:      channelName(o.schema, o.table),
 		target:       target(&cc.Config),
 		secrets:      []string{cc.Password},
-		subs:         make(map[*subscriber]struct{}),
 
 		listenKeepAlive: listenKeepAlive,
+	}
+	s.changes = fanout.New(nil) // WithoutListener: only this Store's releases
+	if o.listen {
+		s.changes = fanout.New(s.listen)
 	}
 	s.stmts = pgsql.For(s.table)
 	beforeConnect := leaseCfg.BeforeConnect
@@ -214,15 +218,8 @@ func channelName(schema, table string) string {
 // Notify callback runs after it returns.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
 		s.closed.Store(true)
-		l := s.listener
-		s.listener = nil
-		clear(s.subs)
-		s.mu.Unlock()
-		if l != nil {
-			l.stop()
-		}
+		s.changes.Close()
 		s.leases.Close()
 		if s.ownsPool {
 			s.pool.Close()

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 	"github.com/leaderaware/leaderaware/internal/pgsql"
 )
 
@@ -40,9 +41,7 @@ type Store struct {
 	closeOnce sync.Once
 	pooled    atomic.Bool // lease connections use cache_describe (see usePoolerMode)
 
-	mu       sync.Mutex
-	subs     map[*subscriber]struct{} // of Notify
-	listener *listener                // runs while subs is not empty
+	changes *fanout.Source // Notify's callers, this Store's releases and the listener
 }
 
 var _ interface {
@@ -165,7 +164,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	err := s.queryRow(ctx, true, s.stmts.Release, []any{l.Name, l.Holder, int64(l.Token), s.channel}, &released)
 	switch {
 	case err == nil:
-		s.notify(freed(l.Name))
+		s.changes.Send(freed(l.Name))
 		return nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil

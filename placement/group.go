@@ -154,6 +154,17 @@ type Group struct {
 	terms    map[string]*held  // the terms this replica won, by lease name
 	reserved map[string]time.Time
 	yielded  map[string]time.Time // lease name → when this replica yielded it
+	// drainHeld has the leases whose candidate was last held back for a
+	// drain: a term won after any other hold, while draining, yields.
+	drainHeld map[string]bool
+	// gave has the leases this replica yielded to balance, until
+	// another member takes one (the last yields were of use) or this
+	// replica wins it back (nobody took it: a member counted short does not
+	// campaign for it). futile counts those won back in a row; balance
+	// yields nothing until pause, RetryInterval·2^futile after the last.
+	gave     map[string]bool
+	futile   int
+	pause    time.Time
 	draining bool
 	short    map[string]time.Time // holder → since when it is below target while another is above
 }
@@ -185,19 +196,21 @@ func New(s elector.Store, cfg Config) (*Group, error) {
 		return nil, err
 	}
 	g := &Group{
-		store:    s,
-		clock:    clock.Of(s),
-		cfg:      cfg,
-		joined:   clock.Of(s).Wall(),
-		kick:     make(chan struct{}, 1),
-		isLease:  map[string]bool{},
-		seatEl:   make([]*elector.LeaseElector, cfg.Seats),
-		seen:     make([]seen, cfg.Seats),
-		holders:  map[string]string{},
-		terms:    map[string]*held{},
-		reserved: map[string]time.Time{},
-		yielded:  map[string]time.Time{},
-		short:    map[string]time.Time{},
+		store:     s,
+		clock:     clock.Of(s),
+		cfg:       cfg,
+		joined:    clock.Of(s).Wall(),
+		kick:      make(chan struct{}, 1),
+		isLease:   map[string]bool{},
+		seatEl:    make([]*elector.LeaseElector, cfg.Seats),
+		seen:      make([]seen, cfg.Seats),
+		holders:   map[string]string{},
+		terms:     map[string]*held{},
+		reserved:  map[string]time.Time{},
+		yielded:   map[string]time.Time{},
+		drainHeld: map[string]bool{},
+		gave:      map[string]bool{},
+		short:     map[string]time.Time{},
 	}
 	g.seatHolder = seatHolder(cfg.Holder, g.joined)
 	g.seatPrefix = seatName(cfg.Name, 0)[:len(seatName(cfg.Name, 0))-1]
@@ -273,9 +286,20 @@ func (g *Group) Start(ctx context.Context) error {
 		g.leave(context.WithoutCancel(ctx), seat)
 		return fmt.Errorf("placement: start group %q: %w", g.cfg.Name, err)
 	}
+	g.closeMu.Lock()
+	g.mu.Lock()
+	closed, seat := g.closed, g.seat
+	if closed {
+		g.seat = nil
+	}
+	g.mu.Unlock()
+	if closed { // Close came while Start took its seat
+		g.closeMu.Unlock()
+		g.leave(context.WithoutCancel(ctx), seat)
+		return fmt.Errorf("placement: Start of group %q after Close", g.cfg.Name)
+	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
-	g.closeMu.Lock()
 	g.cancel, g.done = cancel, done
 	if n, ok := g.store.(elector.Notifier); ok {
 		g.unwatch = n.Notify(g.changed)
@@ -389,6 +413,10 @@ func (g *Group) read(ctx context.Context) error {
 	}
 	for _, l := range got[len(g.seats):] {
 		g.holders[l.Name] = l.Holder
+		if _, ok := g.gave[l.Name]; ok && l.Holder != "" && l.Holder != g.cfg.Holder {
+			delete(g.gave, l.Name)
+			g.futile = 0
+		}
 	}
 	return nil
 }

@@ -178,6 +178,7 @@ type ledger struct {
 	handoffs int
 	last     map[int]int // per lease, the replica that started it last
 	started  []time.Time // per lease, its last start
+	starts   int         // inner Starts, of every lease
 }
 
 func (l *ledger) start(lease, rep int) {
@@ -187,6 +188,7 @@ func (l *ledger) start(lease, rep int) {
 		l.overlaps++
 	}
 	l.running[lease][rep] = true
+	l.starts++
 	if l.last == nil {
 		l.last = map[int]int{}
 		l.started = make([]time.Time, len(l.running))
@@ -196,6 +198,13 @@ func (l *ledger) start(lease, rep int) {
 	}
 	l.last[lease] = rep
 	l.started[lease] = time.Now()
+}
+
+// starts returns how many inner Starts the cluster has made.
+func (c *cluster) starts() int {
+	c.led.mu.Lock()
+	defer c.led.mu.Unlock()
+	return c.led.starts
 }
 
 func (l *ledger) stop(lease, rep int) {

@@ -22,6 +22,9 @@ const (
 	// yieldsPerRead is the most terms this replica yields per read of the
 	// group.
 	yieldsPerRead = 2
+	// maxFutile caps the balancing pause after yields nobody took at
+	// RetryInterval·2^maxFutile.
+	maxFutile = 6
 )
 
 var _ elector.Placer = (*Group)(nil)
@@ -38,8 +41,10 @@ func (g *Group) Hold(name string) time.Duration {
 		return 0
 	}
 	if g.draining {
+		g.drainHeld[name] = true
 		return g.cfg.TTL
 	}
+	delete(g.drainHeld, name)
 	r := g.cfg.RetryInterval
 	now := g.clock.Now()
 	delete(g.reserved, name) // its last attempt is over
@@ -68,14 +73,25 @@ func (g *Group) Hold(name string) time.Duration {
 }
 
 // Lead implements [elector.Placer]: it counts the term among this
-// replica's and returns the channel the group closes to have it yield.
+// replica's and returns the channel the group closes to have it yield, at
+// once for a term won while draining after a hold from before the drain.
 func (g *Group) Lead(name string, t elector.Term) <-chan struct{} {
-	h := &held{term: t, started: g.clock.Now(), yield: make(chan struct{})}
+	now := g.clock.Now()
+	h := &held{term: t, started: now, yield: make(chan struct{})}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.terms[name] = h
 	delete(g.reserved, name)
 	delete(g.yielded, name)
+	if _, ok := g.gave[name]; ok {
+		delete(g.gave, name)
+		g.futile = min(g.futile+1, maxFutile)
+		g.pause = now.Add(g.cfg.RetryInterval << g.futile)
+	}
+	if g.draining && !g.drainHeld[name] {
+		g.yieldLocked(name, h, now, "drain")
+	}
+	delete(g.drainHeld, name)
 	return h.yield
 }
 
@@ -110,7 +126,8 @@ func (g *Group) targetLocked() int {
 func (g *Group) balance() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cfg.NoBalance || g.draining || g.closed {
+	now := g.clock.Now()
+	if g.cfg.NoBalance || g.draining || g.closed || now.Before(g.pause) {
 		return
 	}
 	target := g.targetLocked()
@@ -141,7 +158,6 @@ func (g *Group) balance() {
 			over = append(over, surplus{holder, n})
 		}
 	}
-	now := g.clock.Now()
 	settle := time.Duration(1+target) * g.cfg.RetryInterval
 	deficit, settled := 0, 0 // leases short of T: of every member, of those short for settle
 	for holder, n := range counts {
@@ -192,6 +208,7 @@ func (g *Group) balance() {
 	slices.SortFunc(mine, func(a, b string) int { return g.terms[a].started.Compare(g.terms[b].started) })
 	for _, name := range mine[:give] {
 		g.yieldLocked(name, g.terms[name], now, "balance", "held", len(mine), "target", target, "members", len(others)+1)
+		g.gave[name] = true
 	}
 }
 

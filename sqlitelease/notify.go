@@ -2,10 +2,10 @@ package sqlitelease
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 // Notify implements [elector.Notifier]. A lease acquired or released through
@@ -15,79 +15,7 @@ import (
 // see GetMany), otherwise when the file's counters of new and released
 // terms change, read every watch interval ([WithWatchInterval]).
 func (s *Store) Notify(changed func(elector.Change)) (stop func()) {
-	return s.notify.add(changed, s.wake)
-}
-
-// notifier holds the Notify callbacks of a Store and the goroutine that
-// runs its wake source while there are any.
-type notifier struct {
-	mu       sync.Mutex // guards what follows; held while calling a callback
-	subs     map[*func(elector.Change)]struct{}
-	closed   bool
-	stopWake func() // stops and waits for the wake goroutine; nil when none runs
-
-	warned sync.Once // the wake source says once that it cannot use inotify
-}
-
-func (n *notifier) add(changed func(elector.Change), wake func() func(ctx context.Context)) (stop func()) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return func() {}
-	}
-	if n.subs == nil {
-		n.subs = make(map[*func(elector.Change)]struct{})
-	}
-	key := &changed
-	n.subs[key] = struct{}{}
-	if n.stopWake == nil {
-		run := wake() // the wake source is on when Notify returns
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			run(ctx)
-		}()
-		n.stopWake = func() { cancel(); <-done }
-	}
-	var once sync.Once
-	return func() { once.Do(func() { n.remove(key) }) }
-}
-
-// remove drops the callback key, and stops the wake goroutine with the last.
-func (n *notifier) remove(key *func(elector.Change)) {
-	n.mu.Lock()
-	delete(n.subs, key)
-	var stopWake func()
-	if len(n.subs) == 0 {
-		stopWake, n.stopWake = n.stopWake, nil
-	}
-	n.mu.Unlock()
-	if stopWake != nil {
-		stopWake()
-	}
-}
-
-// close stops the wake goroutine and every later push.
-func (n *notifier) close() {
-	n.mu.Lock()
-	n.closed = true
-	clear(n.subs)
-	stopWake := n.stopWake
-	n.stopWake = nil
-	n.mu.Unlock()
-	if stopWake != nil {
-		stopWake()
-	}
-}
-
-// push hands c to every callback.
-func (n *notifier) push(c elector.Change) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for f := range n.subs {
-		(*f)(c)
-	}
+	return s.changes.Notify(changed)
 }
 
 // marksSQL reads the two counters that triggers keep (schema version 4): the
@@ -103,25 +31,25 @@ const marksSQL = `SELECT
 // process is descheduled in between.
 var closeRetests = []time.Duration{time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond, 64 * time.Millisecond, 256 * time.Millisecond}
 
-// wake starts the wake source and returns its loop, run while anyone is
-// notified: it pushes "read everything again" on each event of the
-// liveness file (and after a close, again at closeRetests), and when the
-// counters of marksSQL, read every watch interval, changed.
-func (s *Store) wake() func(ctx context.Context) {
+// wake starts watching the liveness file and returns the wake source, run
+// while anyone is notified: it pushes "read everything again" on each event
+// of the liveness file (and after a close, again at closeRetests), and when
+// the counters of marksSQL, read every watch interval, changed.
+func (s *Store) wake() fanout.Run {
 	events, err := s.live.events()
 	if err != nil {
-		s.notify.warned.Do(func() {
+		s.warnedWake.Do(func() {
 			s.cfg.log().Warn("sqlitelease: cannot watch the liveness file; changes by other processes are seen every watch interval",
 				"interval", s.cfg.watchInterval, "err", err)
 		})
 	}
-	return func(ctx context.Context) {
+	return func(ctx context.Context, send func(elector.Change)) {
 		defer events.stop()
-		s.wakeLoop(ctx, events)
+		s.wakeLoop(ctx, events, send)
 	}
 }
 
-func (s *Store) wakeLoop(ctx context.Context, events *fileEvents) {
+func (s *Store) wakeLoop(ctx context.Context, events *fileEvents, send func(elector.Change)) {
 	timer := time.NewTimer(s.cfg.watchInterval)
 	defer timer.Stop()
 	var last [2]int64
@@ -155,7 +83,7 @@ func (s *Store) wakeLoop(ctx context.Context, events *fileEvents) {
 			retests, push = retests[1:], true
 		}
 		if push {
-			s.notify.push(elector.Change{})
+			send(elector.Change{})
 		}
 		next := s.cfg.watchInterval
 		if len(retests) > 0 {

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"github.com/leaderaware/leaderaware/internal/clock"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 )
 
 const openTimeout = 30 * time.Second
@@ -112,6 +112,7 @@ func openFile(path string, cfg config) (*Store, int, error) {
 		return nil, 0, fmt.Errorf("sqlitelease: open %q: %w", path, err)
 	}
 	s := &Store{clockCarrier: clock.Carry(cfg.clock), path: path, abs: abs, real: real, opened: time.Now(), cfg: cfg, leaseSem: make(chan struct{}, 1)}
+	s.changes = fanout.Prepared(s.wake)
 	s.db.Store(db)
 	s.hold.Store(hold)
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)

@@ -128,7 +128,7 @@ func (s *Store) reopen(ctx context.Context, changed error) error {
 	s.file.Store(&fi)
 	s.sides = sideFiles(s.real)
 	s.fileOK.Store(0)
-	s.notify.push(elector.Change{}) // its leases are marked held
+	s.changes.Send(elector.Change{}) // its leases are marked held
 	s.cfg.log().Warn("sqlitelease: the database file was replaced; the store ended its terms on the old file and opened the new one",
 		"path", s.abs, "ended_up_to_token", s.ended.Load())
 	return nil

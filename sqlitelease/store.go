@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/internal/fanout"
 	"github.com/leaderaware/leaderaware/internal/sqlitesql"
 )
 
@@ -55,7 +56,8 @@ type Store struct {
 	lc       *leaseConn // nil after Close, or after the connection broke
 	closed   bool
 
-	notify notifier
+	changes    *fanout.Source // Notify's callers, this Store's own changes and the wake source
+	warnedWake sync.Once      // the wake source says once that it cannot use inotify
 
 	isClosed  atomic.Bool // set when Close starts
 	closeOnce sync.Once
@@ -377,7 +379,7 @@ func (s *Store) TryAcquire(ctx context.Context, name, holder string, ttl time.Du
 		return elector.Lease{}, s.opError("acquire", name, err)
 	}
 	s.live.touch() // a term began: wake the other Stores' watchers
-	s.notify.push(elector.Change{Name: name})
+	s.changes.Send(elector.Change{Name: name})
 	return l, nil
 }
 
@@ -532,7 +534,7 @@ func (s *Store) Release(ctx context.Context, l elector.Lease) error {
 	}
 	if n > 0 {
 		s.live.touch()
-		s.notify.push(elector.Change{Name: l.Name})
+		s.changes.Send(elector.Change{Name: l.Name})
 	}
 	return nil
 }
@@ -702,7 +704,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.isClosed.Store(true)
-		s.notify.close()
+		s.changes.Close()
 		s.leaseSem <- struct{}{} // waits for the operation in flight
 		s.closed = true
 		lc := s.lc

@@ -12,7 +12,7 @@ import (
 
 // Source runs a store's wake-up source while any Notify is not stopped.
 type Source struct {
-	run func(ctx context.Context, send func(elector.Change))
+	prepare func() Run // nil: no wake-up source
 
 	mu     sync.Mutex // held while a change is handed out
 	closed bool
@@ -23,10 +23,34 @@ type Source struct {
 
 type subscriber struct{ changed func(elector.Change) }
 
-// New returns a Source whose wake-up source is run: it runs until ctx ends
-// and calls send for each change it learns of.
-func New(run func(ctx context.Context, send func(elector.Change))) *Source {
-	return &Source{run: run, subs: make(map[*subscriber]struct{})}
+// Run is a wake-up source: it runs until ctx ends and calls send for each
+// change it learns of.
+type Run func(ctx context.Context, send func(elector.Change))
+
+// New returns a Source whose wake-up source is run, or that has none (only
+// the changes given to Send) if run is nil.
+func New(run Run) *Source {
+	if run == nil {
+		return Prepared(nil)
+	}
+	return Prepared(func() Run { return run })
+}
+
+// Prepared returns a Source whose wake-up source is the one prepare
+// returns, called (under the Source's lock) before each start: what it sets
+// up is in place when the Notify that started it returns.
+func Prepared(prepare func() Run) *Source {
+	return &Source{prepare: prepare, subs: make(map[*subscriber]struct{})}
+}
+
+// Send hands c to every Notify callback now: a change the store made
+// itself.
+func (s *Source) Send(c elector.Change) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sub := range s.subs {
+		sub.changed(c)
+	}
 }
 
 // Notify implements [elector.Notifier]: the first Notify starts the
@@ -39,7 +63,7 @@ func (s *Source) Notify(changed func(elector.Change)) (stop func()) {
 		return func() {}
 	}
 	s.subs[sub] = struct{}{}
-	if s.cancel == nil {
+	if s.cancel == nil && s.prepare != nil {
 		s.start()
 	}
 	return sync.OnceFunc(func() {
@@ -53,10 +77,12 @@ func (s *Source) Notify(changed func(elector.Change)) (stop func()) {
 	})
 }
 
-// Close stops the source and waits for it; Notify then starts nothing.
+// Close stops the source and waits for it; Notify then starts nothing, and
+// no change reaches a callback after Close returns.
 func (s *Source) Close() {
 	s.mu.Lock()
 	s.closed = true
+	clear(s.subs)
 	s.stopLocked()
 }
 
@@ -71,6 +97,7 @@ func (s *Source) Running() bool {
 // subscriber under s.mu, and nothing once its ctx ended, so that no change
 // reaches a subscriber after its stop returned.
 func (s *Source) start() {
+	run := s.prepare()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	s.cancel, s.done = cancel, done
@@ -86,7 +113,7 @@ func (s *Source) start() {
 	}
 	go func() {
 		defer close(done)
-		s.run(ctx, send)
+		run(ctx, send)
 	}()
 }
 

@@ -93,3 +93,37 @@ func TestSource(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestSendAndPrepared proves that Send reaches every callback not stopped
+// (and none after Close), that a Source without a wake-up source starts
+// nothing, and that Prepared prepares each start before Notify returns.
+func TestSendAndPrepared(t *testing.T) {
+	s := New(nil)
+	var a, b calls
+	stopA := s.Notify(a.changed)
+	s.Notify(b.changed)
+	if s.Running() {
+		t.Fatal("a Source without a wake-up source runs one")
+	}
+	s.Send(elector.Change{Name: "x"})
+	stopA()
+	s.Send(elector.Change{Name: "y"})
+	s.Close()
+	s.Send(elector.Change{Name: "z"})
+	if len(a) != 1 || len(b) != 2 || b[1].Name != "y" {
+		t.Fatalf("a got %v, b got %v; want [x] and [x y]", a, b)
+	}
+
+	f := newSource()
+	prepared := 0
+	p := Prepared(func() Run { prepared++; return f.run })
+	for want := 1; want <= 2; want++ {
+		stop := p.Notify(a.changed)
+		if prepared != want {
+			t.Fatalf("after Notify %d: prepared %d times", want, prepared)
+		}
+		<-f.started
+		stop()
+	}
+	p.Close()
+}

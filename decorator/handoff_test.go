@@ -2,6 +2,7 @@ package decorator_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,5 +205,26 @@ func TestYieldAtOnceBacksOff(t *testing.T) {
 		require.LessOrEqual(t, p.leads.Load(), int32(20), "terms won in the first second")
 		p.n.Store(0)
 		require.NoError(t, job.Stop(ctx))
+	})
+}
+
+// A handoff is a demotion the app asked for: logged at Info, as a
+// resignation is, not at Warn.
+func TestHandoffLogsAtInfo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var buf syncBuffer
+		p := new(testPlacer)
+		e, err := elector.New(elector.NewMemoryStore(), "lease", elector.Config{Holder: "a", Placer: p})
+		require.NoError(t, err)
+		job := decorator.Decorate[decorator.Job](&fakeJob{}, e, decorator.WithLogger(textLogger(&buf, slog.LevelInfo)))
+		require.NoError(t, job.Start(ctx))
+		synctest.Wait()
+		p.yieldLast()
+		synctest.Wait()
+		require.NoError(t, job.Stop(ctx))
+		require.Contains(t, buf.String(), "level=INFO msg=demoted")
+		require.Contains(t, buf.String(), "cause=handed_off")
+		require.NotContains(t, buf.String(), "level=WARN", "a handoff is no warning")
 	})
 }

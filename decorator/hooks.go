@@ -154,12 +154,12 @@ func (d *decorated) logElected(ctx context.Context, t elector.Term) {
 }
 
 // logDemoted logs the end of term t, won at since, at Info if it was
-// resigned and at Warn otherwise (lost, expired, abandoned, a store error,
-// or the inner Start failed), with the cause, its error unless resigned,
-// and how long the term was held.
+// resigned or handed off and at Warn otherwise (lost, expired, abandoned, a
+// store error, or the inner Start failed), with the cause, its error
+// unless resigned, and how long the term was held.
 func (d *decorated) logDemoted(ctx context.Context, t elector.Term, since time.Time, cause error, kind elector.Cause) {
 	level := slog.LevelWarn
-	if kind == elector.CauseResigned {
+	if kind == elector.CauseResigned || kind == elector.CauseHandedOff {
 		level = slog.LevelInfo
 	}
 	if !d.log.Enabled(ctx, level) {

@@ -49,6 +49,17 @@
 //
 //	fx.Provide(func() elector.Observer { return metrics })
 //
+// # Balancing
+//
+// The LeaderJobs of the app in its store are one [placement.Group] with
+// those of the other replicas that run the same jobs (Config.Group): the
+// leases spread over the replicas, a replica that joins takes its share,
+// and stopping the app first drains it, handing its leases to the others
+// before its jobs stop. Config.NoBalance turns the spreading off.
+// [Registry.Members], [Registry.Waiting] and [Registry.Drain] show and
+// move it; Drain moves leadership, so never serve it on an
+// unauthenticated port.
+//
 // # Errors
 //
 // Mistakes that can be seen before the app is built (an interface J that

@@ -2,6 +2,7 @@ package fxmodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -113,11 +114,15 @@ type graphParams struct {
 	Registry  *Registry
 	Observer  elector.Observer `optional:"true"`
 	Logger    *moduleLogger    `optional:"true"`
+	Place     *placeConfig     `optional:"true"`
+	Claims    []leaseClaim     `group:"fxmodule.leases"`
 }
 
-// startStop decorates j as a D under the lease name, with the graph's
+// startStop decorates j as a D under the lease name, campaigning through
+// the app's placement group in the graph's store, with the graph's
 // Observer if Module's Config.Elector sets none, adds it to the Registry
-// and appends the hooks that start and stop it.
+// and appends the hooks that start and stop it. The first job of the group
+// to stop drains the group first (see [storeGroup.drain]).
 func startStop[D decorator.Job](g graphParams, j D, name string, opts []decorator.Option) (D, error) {
 	cfg := g.Config
 	if cfg.Observer == nil {
@@ -127,10 +132,15 @@ func startStop[D decorator.Job](g graphParams, j D, name string, opts []decorato
 		// First, so that a decorator.WithLogger among opts wins.
 		opts = append([]decorator.Option{decorator.WithLogger(g.Logger.l)}, opts...)
 	}
-	d, err := NewLeaderJob(j, g.Store, name, cfg, opts...)
-	if err != nil {
-		return d, err
+	if err := checkJob[D](name, true, opts); err != nil {
+		return j, err
 	}
+	ecfg := jobConfig(cfg, opts)
+	e, sg, err := g.Registry.elector(g, name, ecfg)
+	if err != nil {
+		return j, fmt.Errorf("fxmodule: job %q (%v): %w", name, reflect.TypeFor[D](), err)
+	}
+	d := decorate(j, e, ecfg, opts)
 	entry, err := g.Registry.add(name, d, g.Store)
 	if err != nil {
 		return d, err
@@ -145,7 +155,8 @@ func startStop[D decorator.Job](g graphParams, j D, name string, opts []decorato
 		},
 		OnStop: func(ctx context.Context) error {
 			g.Registry.setStarted(entry, false)
-			return d.Stop(ctx)
+			drained := sg.drain(ctx)
+			return errors.Join(drained, d.Stop(ctx))
 		},
 	})
 	return d, nil
@@ -242,11 +253,17 @@ func NewLeaderJob[J decorator.Job](j J, s elector.Store, name string, cfg electo
 	if err != nil {
 		return j, fmt.Errorf("fxmodule: job %q (%v): %w", name, reflect.TypeFor[J](), err)
 	}
+	return decorate(j, e, ecfg, opts), nil
+}
+
+// decorate returns j decorated with e and opts, observed by ecfg's
+// Observer unless a decorator.WithObserver among opts sets another.
+func decorate[J decorator.Job](j J, e elector.Elector, ecfg elector.Config, opts []decorator.Option) J {
 	if ecfg.Observer != nil {
 		// First, so that a decorator.WithObserver among opts wins.
 		opts = append([]decorator.Option{decorator.WithObserver(ecfg.Observer)}, opts...)
 	}
-	return decorator.Decorate(j, e, opts...), nil
+	return decorator.Decorate(j, e, opts...)
 }
 
 // checkJob returns why J, name or opts cannot make a leader job, or nil. A

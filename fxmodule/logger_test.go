@@ -2,6 +2,7 @@ package fxmodule_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,13 +16,42 @@ import (
 	"github.com/leaderaware/leaderaware/pglease"
 )
 
-// messages returns the msg of each record.
+// messages returns the msg of each record but the placement group's (see
+// placementLines).
 func messages(recs []map[string]any) []string {
-	msgs := make([]string, len(recs))
-	for i, r := range recs {
-		msgs[i], _ = r["msg"].(string)
+	var msgs []string
+	for _, r := range withoutPlacement(recs) {
+		msg, _ := r["msg"].(string)
+		msgs = append(msgs, msg)
 	}
 	return msgs
+}
+
+// withoutPlacement returns recs without the lines of the app's placement
+// group.
+func withoutPlacement(recs []map[string]any) []map[string]any {
+	return slices.DeleteFunc(slices.Clone(recs), func(r map[string]any) bool {
+		msg, _ := r["msg"].(string)
+		return strings.HasPrefix(msg, "placement: ")
+	})
+}
+
+// placementLines are the Info lines the placement group of an app with one
+// LeaderJob writes when it joins, and, at the app's stop, drains and
+// leaves; they interleave with the job's, and Debug lines may come too.
+var placementLines = []string{"placement: joined group", "placement: draining", "placement: left group", "placement: drained"}
+
+// assertPlacementLines asserts that recs has placementLines, among others
+// of the group's.
+func assertPlacementLines(t *testing.T, recs []map[string]any) {
+	t.Helper()
+	var got []string
+	for _, r := range recs {
+		if msg, _ := r["msg"].(string); strings.HasPrefix(msg, "placement: ") {
+			got = append(got, msg)
+		}
+	}
+	assert.Subset(t, got, placementLines, "the placement group's lines")
 }
 
 // runLogged starts and stops an app with Module (cfg, and opts) and a
@@ -54,7 +84,8 @@ func TestModuleLogsToTheAppLogger(t *testing.T) {
 
 	recs := b.Records(t)
 	assert.Equal(t, []string{"elected", "demoted"}, messages(recs))
-	for _, r := range recs {
+	assertPlacementLines(t, recs)
+	for _, r := range withoutPlacement(recs) {
 		assert.Equal(t, "logged", r["lease"])
 		ts, err := time.Parse(time.RFC3339Nano, r["time"].(string))
 		require.NoError(t, err)
@@ -73,6 +104,7 @@ func TestModuleLoggerPrecedence(t *testing.T) {
 		configured, cb := logbuf.JSONLogger()
 		runLogged(t, fxmodule.Config{Elector: fast, Logger: configured}, fx.Supply(graph))
 		assert.Equal(t, []string{"elected", "demoted"}, messages(cb.Records(t)))
+		assertPlacementLines(t, cb.Records(t))
 		assert.Empty(t, gb.Records(t))
 		assert.Empty(t, def.Records(t))
 	})
@@ -80,6 +112,7 @@ func TestModuleLoggerPrecedence(t *testing.T) {
 		def := logbuf.CaptureDefault(t)
 		runLogged(t, fxmodule.Config{Elector: fast})
 		assert.Equal(t, []string{"elected", "demoted"}, messages(def.Records(t)))
+		assertPlacementLines(t, def.Records(t))
 	})
 }
 
@@ -91,6 +124,7 @@ func TestModuleLogsStoreToTheAppLogger(t *testing.T) {
 		path := dbPath(t)
 		recs := runStoreLogged(t, fxmodule.SQLite(path))
 		require.Equal(t, []string{"sqlitelease: opened the lease store", "fxmodule: opened the lease store", "elected", "demoted"}, messages(recs))
+		assertPlacementLines(t, recs)
 		assert.Equal(t, path, recs[0]["path"])
 		assert.Equal(t, "sqlite", recs[1]["store"])
 	})

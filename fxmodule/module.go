@@ -7,6 +7,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/placement"
 )
 
 // Config configures [Module].
@@ -33,6 +34,22 @@ type Config struct {
 	// [pglease.WithLogger]). Nil takes the graph's
 	// *slog.Logger if one is provided, else [slog.Default].
 	Logger *slog.Logger
+	// Group names the placement group of the app's LeaderJobs: the
+	// replicas that run the same jobs in one store, which spread the
+	// leases among them, see each other ([Registry.Members]) and take
+	// over the leases of one that drains ([Registry.Drain]). Each
+	// replica keeps a membership seat, a lease of its own, in the store.
+	// Empty, it is derived from the app's lease names ("fx-" and a short
+	// hash of them sorted), so replicas of one app are one group; give
+	// one when replicas run different sets of jobs that should still
+	// balance together. The LeaderJobs that [WithStore] puts in another
+	// store are a group of their own there, under the same name.
+	Group string
+	// NoBalance turns balancing off: each lease goes to the first
+	// replica that asks, as without placement, and none is given up to
+	// balance the group. The members are still kept and listed, and
+	// Drain still works.
+	NoBalance bool
 }
 
 // moduleMark is in the graph when [Module] is: LeaderJob asks for it to
@@ -70,7 +87,7 @@ func Module(cfg Config) fx.Option {
 		return fx.Error(fmt.Errorf("fxmodule.Module: %w", err))
 	}
 	return fx.Module("leaderaware",
-		fx.Supply(cfg.Elector, &moduleMark{}),
+		fx.Supply(cfg.Elector, &moduleMark{}, &placeConfig{cfg}),
 		fx.Supply(fx.Private, cfg.Store),
 		fx.Provide(newRegistry),
 		provideLogger(cfg.Logger),
@@ -83,5 +100,27 @@ func (c Config) validate() error {
 	if err := c.Store.validate(); err != nil {
 		return fmt.Errorf("Config.Store: %w", err)
 	}
-	return c.Elector.Validate()
+	if err := c.Elector.Validate(); err != nil {
+		return err
+	}
+	if c.Group == "" {
+		return nil
+	}
+	if err := c.placement(c.Group).Validate(); err != nil {
+		return fmt.Errorf("Config.Group: %w", err)
+	}
+	return nil
+}
+
+// placement returns the placement.Config of the group name of c's
+// LeaderJobs.
+func (c Config) placement(name string) placement.Config {
+	return placement.Config{
+		Name:          name,
+		Holder:        c.Elector.Holder,
+		TTL:           c.Elector.TTL,
+		RetryInterval: c.Elector.RetryInterval,
+		NoBalance:     c.NoBalance,
+		Logger:        c.Logger,
+	}
 }

@@ -35,10 +35,11 @@ import (
 // is during fx.New, so the list is complete once fx.New has returned. Its
 // methods are safe for concurrent use and never wait for a job.
 type Registry struct {
-	mu    sync.Mutex
-	jobs  []*registered // sorted by lease name
-	store elector.Store // the store of the first job added
-	phase phase
+	mu     sync.Mutex
+	jobs   []*registered // sorted by lease name
+	store  elector.Store // the store of the first job added
+	groups []*storeGroup // one per store, in the order of their first jobs
+	phase  phase
 }
 
 // registered is one LeaderJob in a Registry.

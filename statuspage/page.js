@@ -69,9 +69,17 @@ function render(d) {
     l.ttl || "-",
     l.free ? "-" : when(l.renewed, d.now),
     l.free ? "-" : Object.assign(when(l.expires, d.now), l.expired ? {cls: "num bad"} : {}),
-    {text: (l.waiting || []).map(c => (c.holder ? c.holder + " " : "") + "(" + c.job + ")").join(", ") || "-", cls: "wrap"},
+    {text: (l.waiting || []).map(c => [c.holder, c.job && "(" + c.job + ")"].filter(Boolean).join(" ")).join(", ") || "-", cls: "wrap"},
   ], d.error ? "cannot read the leases" : "no leases yet",
   l => l.expired ? "expired" : (!l.free && d.holder && l.holder === d.holder ? "mine" : ""));
+  document.getElementById("group").hidden = !d.members;
+  fill("members", d.members || [], m => [
+    who(m.holder, "", d.holder),
+    m.since ? {text: stamp(m.since), cls: "num", title: m.since} : "-",
+    {text: String(m.leases.length), cls: "num"},
+    {text: m.leases.join(", ") || "-", cls: "wrap"},
+    m.draining ? {text: "draining", cls: "bad"} : "-",
+  ], "no members seen yet", m => m.self ? "mine" : "");
   fill("handoffs", d.handoffs || [], h => [
     {text: stamp(h.at), cls: "num", title: "between " + stamp(h.after) + " and " + stamp(h.at)},
     h.lease,

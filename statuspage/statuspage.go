@@ -4,9 +4,10 @@
 //	mux.Handle("/leaders/", statuspage.Handler(reg)) // reg: the *fxmodule.Registry
 //
 // The page, at the mount point, shows every lease in the store with its
-// holder, token, TTL, last renewal and expiry; this instance's candidates
-// waiting for each lease; the handoffs of every lease, whoever made them;
-// and this instance's jobs with their term, trust, health and last run. It
+// holder, token, TTL, last renewal and expiry, and the candidates waiting
+// for it; the members of the app's placement group, with the leases each
+// holds; the handoffs of every lease, whoever made them; and this
+// instance's jobs with their term, trust, health and last run. It
 // refreshes itself every second, without reload, from leases (next to the
 // page: /leaders/leases above), the JSON.
 //
@@ -62,6 +63,12 @@ type Lister interface {
 // waiting candidates; with the method Job(lease string) decorator.Job, as
 // *fxmodule.Registry has, the page shows each job's health and its last run
 // (from a LastRun method of the inner job, as jobs.Every and jobs.Run have).
+// A src with the methods Members() []placement.Member and
+// Waiting(lease string) []string, as *fxmodule.Registry has, shows the
+// members of its placement group and, for each lease, every member that
+// waits for it, rather than only this instance's jobs; the membership
+// seats of the group are then not listed among the leases. The page never
+// changes anything: it has no drain button.
 func Handler(src Source) http.Handler {
 	return &handler{src: src, seen: map[string]elector.Lease{}, held: map[string]elector.Lease{}}
 }
@@ -134,8 +141,11 @@ type Status struct {
 	Holder string    `json:"holder,omitempty"` // this instance, if the source names it
 	// Error says why the leases could not be read (the response is then a
 	// 503, with the jobs and the handoffs seen before).
-	Error    string    `json:"error,omitempty"`
-	Leases   []Lease   `json:"leases"`
+	Error  string  `json:"error,omitempty"`
+	Leases []Lease `json:"leases"`
+	// Members are the replicas of the source's placement group, sorted by
+	// holder, if the source has one.
+	Members  []Member  `json:"members,omitempty"`
 	Jobs     []Job     `json:"jobs"`
 	Handoffs []Handoff `json:"handoffs"` // newest first
 }
@@ -153,14 +163,28 @@ type Lease struct {
 	Renewed    *time.Time `json:"renewed,omitempty"`
 	Expires    *time.Time `json:"expires,omitempty"`
 	Expired    bool       `json:"expired,omitempty"`
-	// Waiting are this instance's jobs of the lease that do not lead it.
+	// Waiting are the candidates that wait for the lease: the members of
+	// the source's placement group that do, or, without one, this
+	// instance's jobs of the lease that do not lead it.
 	Waiting []Candidate `json:"waiting,omitempty"`
 }
 
-// Candidate is one of this instance's jobs waiting for a lease.
+// Candidate is a candidate waiting for a lease: a member of the group
+// (Holder), and, if it is this instance, its job (Job).
 type Candidate struct {
-	Job    string `json:"job"`
+	Job    string `json:"job,omitempty"`
 	Holder string `json:"holder,omitempty"`
+}
+
+// Member is a replica of the source's placement group. Since is by the
+// member's own clock, for display only.
+type Member struct {
+	Group    string     `json:"group,omitempty"` // where several groups are listed (leaderd status)
+	Holder   string     `json:"holder"`
+	Since    *time.Time `json:"since,omitempty"`
+	Leases   []string   `json:"leases"` // the group's leases it holds, sorted
+	Self     bool       `json:"self,omitempty"`
+	Draining bool       `json:"draining,omitempty"`
 }
 
 // Job is one of this instance's leader jobs.
@@ -220,12 +244,17 @@ func (h *handler) status(r *http.Request) Status {
 	cancel()
 	now := time.Now()
 	st := Status{Now: now, Holder: holderOf(h.src)}
+	leases = withoutSeats(leases)
 	if err != nil {
 		st.Error = err.Error()
 	} else {
 		h.apply(read, leases, now)
 	}
-	st.Leases = leasesJSON(mergeJobs(leases, snaps), snaps, st.Holder, now)
+	grp, _ := h.src.(group)
+	if grp != nil {
+		st.Members = membersJSON(grp.Members())
+	}
+	st.Leases = leasesJSON(mergeJobs(leases, snaps), snaps, st.Holder, grp, now)
 	st.Jobs = h.jobsJSON(r, snaps)
 	h.mu.Lock()
 	st.Handoffs = slices.Clone(h.handoffs)
@@ -362,13 +391,21 @@ func Leases(leases []elector.Lease, now time.Time) []Lease {
 	return out
 }
 
-// leasesJSON returns leases as JSON, with the jobs of snaps that wait for
-// each.
-func leasesJSON(leases []elector.Lease, snaps []decorator.Snapshot, holder string, now time.Time) []Lease {
+// leasesJSON returns leases as JSON, with the candidates that wait for
+// each: the members of grp that do, if grp is not nil, else the jobs of
+// snaps that do not lead it, this instance's (holder).
+func leasesJSON(leases []elector.Lease, snaps []decorator.Snapshot, holder string, grp group, now time.Time) []Lease {
 	out := Leases(leases, now)
 	for i := range out {
 		for _, s := range snaps {
-			if s.Lease == out[i].Name && !s.Leading {
+			if s.Lease != out[i].Name {
+				continue
+			}
+			if grp != nil {
+				out[i].Waiting = waitingJSON(grp.Waiting(s.Lease), s.Job, holder)
+				break
+			}
+			if !s.Leading {
 				out[i].Waiting = append(out[i].Waiting, Candidate{Job: s.Job, Holder: holder})
 			}
 		}

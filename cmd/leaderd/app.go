@@ -53,7 +53,7 @@ func newApp(o options, store elector.Store, log *slog.Logger, extra ...fx.Option
 	default:
 		work = fx.Options(fxmodule.WithStore(store), tickJobs(o, fence(store), log))
 	}
-	module.Elector = o.electorConfig()
+	module.Elector, module.NoBalance = o.electorConfig(), o.noBalance
 	opts := []fx.Option{
 		fx.WithLogger(func() fxevent.Logger {
 			// fx's own events, errors too, at Debug: an error that stops the

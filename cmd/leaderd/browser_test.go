@@ -37,9 +37,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	chromium := browserPath(t)
 	db := tempDB(t)
 	// A long TTL, so that a keeps its leases on a loaded machine until its
-	// SIGINT: it then releases them, and b takes them at once.
+	// SIGINT: it then releases them, and b takes them at once. Without
+	// balancing, so that b waits for every lease rather than take its share.
 	a := startProcess(t, "-db", db, "-holder", "instance-a", "-ttl", "6s", "-renew", "1s", "-retry", "500ms",
-		"-interval", "200ms", "-secret", "test-secret")
+		"-interval", "200ms", "-secret", "test-secret", "-no-balance")
 	require.Eventually(t, func() bool {
 		p, ok := a.status()
 		if !ok || len(p.Jobs) != len(leases) {

@@ -44,6 +44,16 @@ type options struct {
 	priceURL   string        // -price-url: HTTP price source; "" means simulated
 	webhookURL string        // -webhook-url: where to enqueue demo webhooks; "" means none
 	secret     string        // -secret: HMAC key of the webhook signatures
+	noBalance  bool          // -no-balance: first come, first served, instead of spreading the jobs
+	control    string        // -control: the path of the control socket; "" means controlPath(pid)
+}
+
+// controlPath returns the path of o's control socket.
+func (o options) controlPath() string {
+	if o.control != "" {
+		return o.control
+	}
+	return controlPath(os.Getpid())
 }
 
 // The stores, as [options.store] names them.
@@ -96,6 +106,8 @@ func defaultHolder() string {
 // usage is the top of `leaderd -h`; the flags follow it.
 const usage = `Usage: leaderd [flags]
        leaderd status [-db file | -pg DSN | -etcd endpoints | -mysql DSN | -k8s namespace] [-json]
+       leaderd drain [-pid N | -control path]
+       leaderd resume [-pid N | -control path]
 
 Runs three demo jobs (price-refresh, webhook-retry, airdrop-expiry), each on
 exactly one of the instances that share the -db file (one host) or the -pg,
@@ -103,6 +115,19 @@ exactly one of the instances that share the -db file (one host) or the -pg,
 demoted for a job, and the leader of a job logs one line per pass, with the
 fencing token of its term. Stop an instance with Ctrl-C: its jobs move to
 another at once.
+
+The instances spread the jobs among them: each leads about as many as the
+others (three jobs on three instances: one each), and a new instance takes
+its share from the busiest. Each instance keeps a membership seat, a lease
+of its own, in the store. -no-balance turns that off.
+
+Drain an instance before maintenance with leaderd drain (-pid N, or
+-control path), or kill -USR1 PID: it hands every job it leads to the
+others at once and takes none until leaderd resume or its restart. Both
+talk to the instance's control socket, a Unix socket of mode 0600 that only
+its user can open (-control, by default leaderd-PID.sock in the temporary
+directory), never to the HTTP port, which has no authentication. Ctrl-C
+drains first too.
 
 On -db and -pg the jobs are the reference jobs, which keep their tables in
 the same database. Their SQL speaks SQLite and PostgreSQL only, so on -etcd,
@@ -134,11 +159,23 @@ const statusHelp = `leaderd status prints who leads which job, one row per lease
            "free" once the holder released it, and the next instance takes it
            at once
 
+Then one row per member of the group, the instances that spread the jobs
+among them (each keeps a membership seat, a lease of its own, in the store;
+a stopped or drained instance frees it, and one whose seat expired is not
+listed):
+
+  MEMBER     the instance's holder name
+  GROUP      the group: the instances that run the same jobs in one store
+  SINCE      how long ago it joined
+  LEADS      the jobs it leads
+  WAITS FOR  the jobs it would take over: those that another member leads,
+             and the free ones
+
 RENEWED and EXPIRES compare the clock of the host that wrote the lease with
 this one, for display only: no instance ever decides by them. etcd and MySQL
 tell nothing of a free lease: its HOLDER, TOKEN and VERSION are "-". With
--json, status prints the leases as the status page's JSON (/leases) lists
-them.
+-json, status prints the leases, each with the members that wait for it,
+and the members as the status page's JSON (/leases) lists them.
 `
 
 // parseFlags parses and validates the daemon's flags. Usage and flag
@@ -164,12 +201,15 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.priceURL, "price-url", "", "http(s) `URL` of a JSON price source (default: simulated prices)")
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "http(s) `URL` to enqueue a demo webhook to every interval (default: none)")
 	fs.StringVar(&o.secret, "secret", defaultSecret, "HMAC-SHA256 `key` of the webhook signatures")
+	fs.BoolVar(&o.noBalance, "no-balance", false, "do not spread the jobs over the instances: each goes to the first that asks, as without placement")
+	fs.StringVar(&o.control, "control", "", "`path` of the control socket that leaderd drain and resume talk to, created with mode 0600\n"+
+		"(default: leaderd-PID.sock in the temporary directory)")
 	err := parse(fs, usage, args, stdout, stderr)
 	if err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, &flagError{err: fmt.Errorf("leaderd: unexpected argument %q (the only subcommand is status)", fs.Arg(0))}
+		return o, &flagError{err: fmt.Errorf("leaderd: unexpected argument %q (the subcommands are status, drain and resume)", fs.Arg(0))}
 	}
 	if err := oneStore(fs); err != nil {
 		return o, err

@@ -32,16 +32,20 @@ import (
 	"github.com/leaderaware/leaderaware/statuspage"
 )
 
-// fastOptions are the options of an instance on db with short timings.
+// fastOptions are the options of an instance on db with short timings,
+// without balancing: these tests watch each job stay where it was first
+// taken. The balanced daemon, with the default flags, is TestThreeReplicas
+// and TestDrain's.
 func fastOptions(db, holder string) options {
 	return options{
-		db:       db,
-		holder:   holder,
-		ttl:      1500 * time.Millisecond,
-		renew:    500 * time.Millisecond,
-		retry:    500 * time.Millisecond,
-		interval: 200 * time.Millisecond,
-		secret:   "test-secret",
+		noBalance: true,
+		db:        db,
+		holder:    holder,
+		ttl:       1500 * time.Millisecond,
+		renew:     500 * time.Millisecond,
+		retry:     500 * time.Millisecond,
+		interval:  200 * time.Millisecond,
+		secret:    "test-secret",
 	}
 }
 
@@ -62,6 +66,13 @@ type instance struct {
 // recorder.
 func startInstance(t *testing.T, o options) *instance {
 	t.Helper()
+	if o.control == "" {
+		// The default is one per process: one per instance here.
+		dir, err := os.MkdirTemp("", "leaderd-test-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		o.control = filepath.Join(dir, "control.sock")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{rec: newRecorder(), stop: cancel, done: make(chan error, 1)}
 	go func() { in.done <- serve(ctx, o, slog.New(in.rec)) }()
@@ -237,6 +248,9 @@ func statusTable(t *testing.T, store ...string) [][]string {
 	}
 	var rows [][]string
 	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) == "" {
+			break // the members' table follows
+		}
 		rows = append(rows, cellSep.Split(strings.TrimSpace(l), -1))
 	}
 	return rows

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leaderaware/leaderaware/elector"
+	"github.com/leaderaware/leaderaware/placement"
 	"github.com/leaderaware/leaderaware/statuspage"
 )
 
@@ -406,8 +408,8 @@ func TestPrintJSON(t *testing.T) {
 		{Lease: elector.Lease{Name: "stale", Holder: "host-2", Token: 5, Version: 8, TTL: 1500 * time.Millisecond, Written: now.Add(-time.Minute)}},
 		{Lease: elector.Lease{Name: "webhook-retry", Holder: "host-1", Token: 3, Version: 9, TTL: 3 * time.Second, Written: now.Add(-time.Minute)}, Released: true},
 		{Lease: elector.Lease{Name: "price-refresh"}, Released: true},
-	}, now))
-	assert.JSONEq(t, `{"now": "2026-01-02T03:04:05Z", "leases": [
+	}, nil, now))
+	assert.JSONEq(t, `{"now": "2026-01-02T03:04:05Z", "members": [], "leases": [
 		{"name": "airdrop-expiry", "free": false, "holder": "host-1", "token": "7", "version": "42", "ttl": "3s", "ttl_seconds": 3,
 		 "renewed": "2026-01-02T03:04:04.345Z", "expires": "2026-01-02T03:04:07.345Z"},
 		{"name": "stale", "free": false, "holder": "host-2", "token": "5", "version": "8", "ttl": "1.5s", "ttl_seconds": 1.5,
@@ -415,4 +417,45 @@ func TestPrintJSON(t *testing.T) {
 		{"name": "webhook-retry", "free": true},
 		{"name": "price-refresh", "free": true}
 	]}`, out.String())
+}
+
+// TestPrintMembers: status lists the members whose seats are held and not
+// expired, with the jobs each leads and those it waits for (every job
+// another member leads, and the free ones), and -json gives each lease the
+// members that wait for it.
+func TestPrintMembers(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	seat := func(i int, holder string, written time.Time) leaseRow {
+		return leaseRow{Lease: elector.Lease{Name: fmt.Sprintf("%sfx-1/seat/%d", placement.SeatPrefix, i), Holder: holder,
+			Token: 1, Version: 1, TTL: 3 * time.Second, Written: written}}
+	}
+	rows := []leaseRow{
+		{Lease: elector.Lease{Name: "airdrop-expiry", Holder: "a", Token: 7, Version: 42, TTL: 3 * time.Second, Written: now}},
+		{Lease: elector.Lease{Name: "price-refresh", Holder: "b", Token: 3, Version: 9, TTL: 3 * time.Second, Written: now}},
+		{Lease: elector.Lease{Name: "webhook-retry", Holder: "a", Token: 3, Version: 9, TTL: 3 * time.Second, Written: now}, Released: true},
+		seat(0, fmt.Sprintf("a@%d", now.Add(-time.Minute).UnixMilli()), now),
+		seat(1, fmt.Sprintf("b@%d", now.Add(-10*time.Second).UnixMilli()), now),
+		seat(2, "dead@1", now.Add(-time.Minute)), // expired: no member
+	}
+	leases, members := splitSeats(rows, now)
+	require.Len(t, leases, 3)
+	var out strings.Builder
+	require.NoError(t, printMembers(&out, leases, members, now))
+	assert.Equal(t, ""+
+		"MEMBER  GROUP  SINCE     LEADS           WAITS FOR\n"+
+		"a       fx-1   1m0s ago  airdrop-expiry  price-refresh,webhook-retry\n"+
+		"b       fx-1   10s ago   price-refresh   airdrop-expiry,webhook-retry\n", out.String())
+
+	out.Reset()
+	require.NoError(t, printJSON(&out, leases, members, now))
+	var v struct {
+		Leases  []statuspage.Lease
+		Members []statuspage.Member
+	}
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &v), out.String())
+	require.Len(t, v.Members, 2)
+	assert.Equal(t, []string{"airdrop-expiry"}, v.Members[0].Leases)
+	assert.Equal(t, "fx-1", v.Members[0].Group)
+	assert.Equal(t, []statuspage.Candidate{{Holder: "b"}}, v.Leases[0].Waiting)
+	assert.Equal(t, []statuspage.Candidate{{Holder: "a"}, {Holder: "b"}}, v.Leases[2].Waiting, "a free lease: every member")
 }

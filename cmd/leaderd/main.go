@@ -13,6 +13,8 @@
 //	        [-http :8080] [-holder name] [-ttl 3s] [-renew 1s] [-retry 1s] [-interval 5s]
 //	        [-price-url URL] [-webhook-url URL] [-secret key]
 //	leaderd status [-db leaderaware.db | -pg DSN | -etcd host:2379,... | -mysql DSN] [-json]
+//	leaderd drain [-pid N | -control path]
+//	leaderd resume [-pid N | -control path]
 //
 // With -http, an instance serves a status page of the leases at /, the
 // same as JSON at /leases, Prometheus metrics at /metrics, and the probes
@@ -20,7 +22,14 @@
 //
 // status prints the lease table: which instance holds which job, with its
 // fencing token and version, when it last renewed the lease and when the
-// lease expires; `leaderd -h` explains the columns.
+// lease expires, who waits for it, and the members of the group, the
+// instances that balance the jobs among them; `leaderd -h` explains the
+// columns.
+//
+// The instances spread the jobs among them (-no-balance turns it off).
+// drain (or kill -USR1 PID) makes a running instance hand every job it
+// leads to the others, through its control socket, a Unix socket of mode
+// 0600 (never its HTTP port); resume ends that. Ctrl-C drains first too.
 package main
 
 import (
@@ -31,10 +40,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 
 	"go.uber.org/fx"
+
+	"github.com/leaderaware/leaderaware/fxmodule"
 )
 
 func main() {
@@ -46,8 +60,13 @@ func main() {
 // errors go to stderr; the status table, and the usage when asked for with
 // -h, to stdout.
 func run(ctx context.Context, args []string, stderr, stdout io.Writer) int {
-	if len(args) > 0 && args[0] == "status" {
-		return exitCode(stderr, status(ctx, args[1:], stdout, stderr))
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			return exitCode(stderr, status(ctx, args[1:], stdout, stderr))
+		case "drain", "resume":
+			return exitCode(stderr, controlCommand(ctx, args[0], args[1:], stdout, stderr))
+		}
 	}
 	o, err := parseFlags(args, stdout, stderr)
 	if err != nil {
@@ -80,20 +99,26 @@ func exitCode(stderr io.Writer, err error) int {
 }
 
 // serve runs the daemon's app until ctx ends or a signal arrives, then
-// stops it gracefully: each job stops, then frees its lease, so another
-// instance takes over at once. If the app cannot be built or started, it
-// returns the cause alone (see [cause]).
+// stops it gracefully: it drains first (each job stops, and its lease goes
+// to another member at once), then stops. While it runs, it serves its
+// control socket (see [listenControl]), and drains on SIGUSR1. If the app
+// cannot be built or started, it returns the cause alone (see [cause]).
 func serve(ctx context.Context, o options, log *slog.Logger, extra ...fx.Option) error {
+	// Before anything starts: SIGUSR1 would otherwise end the process.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
 	var store closingStore
 	if !o.referenceJobs() {
-		s, err := openStore(ctx, o)
+		s, err := openStore(ctx, o, log)
 		if err != nil {
 			return fmt.Errorf("leaderd: lease store: %w", err)
 		}
 		defer s.Close()
 		store = s
 	}
-	app := newApp(o, store, log, extra...)
+	var reg *fxmodule.Registry
+	app := newApp(o, store, log, append(slices.Clip(extra), fx.Populate(&reg))...)
 	if err := app.Err(); err != nil {
 		return cause(err)
 	}
@@ -102,16 +127,34 @@ func serve(ctx context.Context, o options, log *slog.Logger, extra ...fx.Option)
 	if err := app.Start(startCtx); err != nil {
 		return cause(err)
 	}
-	log.Info("leaderd running", "holder", o.holder, o.store(), o.target())
-	select {
-	case sig := <-app.Wait():
-		log.Info("leaderd stopping", "signal", sig.Signal)
-	case <-ctx.Done():
-		log.Info("leaderd stopping")
+	stopCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), app.StopTimeout())
 	}
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), app.StopTimeout())
+	ctl, err := listenControl(o.controlPath(), reg, log)
+	if err != nil {
+		sctx, cancel := stopCtx()
+		defer cancel()
+		return errors.Join(err, app.Stop(sctx))
+	}
+	log.Info("leaderd running", "holder", o.holder, o.store(), o.target(), "control", ctl.path)
+	done := app.Wait()
+wait:
+	for {
+		select {
+		case sig := <-done:
+			log.Info("leaderd stopping", "signal", sig.Signal)
+			break wait
+		case <-ctx.Done():
+			log.Info("leaderd stopping")
+			break wait
+		case <-usr1:
+			ctl.drainAsync("SIGUSR1")
+		}
+	}
+	ctl.Close()
+	sctx, cancel := stopCtx()
 	defer cancel()
-	return app.Stop(stopCtx)
+	return app.Stop(sctx)
 }
 
 // cause returns the first error in err's chain that fx or dig did not make:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,6 +10,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asLeaderd) == "1" {
+		main() // a leaderd process of placement_test.go
+	}
 	pgtest.SaySkipped("cmd/leaderd")
 	goleak.VerifyTestMain(m)
 }

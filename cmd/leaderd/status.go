@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -41,19 +42,25 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if o.etcd, err = endpoints(fset); err != nil {
 		return err
 	}
-	rows, err := readLeases(ctx, o)
+	rows, err := readLeases(ctx, o, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return fmt.Errorf("leaderd status: %w", err)
 	}
+	now := time.Now()
+	leases, members := splitSeats(rows, now)
 	if *asJSON {
-		return printJSON(stdout, rows, time.Now())
+		return printJSON(stdout, leases, members, now)
 	}
-	return printLeases(stdout, rows, time.Now())
+	if err := printLeases(stdout, leases, now); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	return printMembers(stdout, leases, members, now)
 }
 
 // readLeases opens the store that o names, lists its leases and closes it.
-func readLeases(ctx context.Context, o options) ([]leaseRow, error) {
-	s, err := openStore(ctx, o)
+func readLeases(ctx context.Context, o options, log *slog.Logger) ([]leaseRow, error) {
+	s, err := openStore(ctx, o, log)
 	if err != nil {
 		return nil, err
 	}
@@ -107,16 +114,31 @@ func round(d time.Duration) string {
 	return max(d, 0).Round(100 * time.Millisecond).String()
 }
 
-// printJSON writes rows, read at now, as a JSON object {"now": ...,
-// "leases": [...]}, whose leases are those of the status page's JSON
-// (statuspage.Lease).
-func printJSON(w io.Writer, rows []leaseRow, now time.Time) error {
+// printJSON writes rows and members, read at now, as a JSON object
+// {"now": ..., "leases": [...], "members": [...]}, whose leases and members
+// are those of the status page's JSON (statuspage.Lease and
+// statuspage.Member), each lease with the members that wait for it.
+func printJSON(w io.Writer, rows []leaseRow, members []member, now time.Time) error {
+	leases := statuspage.Leases(pageLeases(rows), now)
+	for i, r := range rows {
+		for _, h := range waiting(r, members) {
+			leases[i].Waiting = append(leases[i].Waiting, statuspage.Candidate{Holder: h})
+		}
+	}
+	ms := make([]statuspage.Member, len(members))
+	for i, m := range members {
+		ms[i] = statuspage.Member{Group: m.Group, Holder: m.Holder, Leases: leading(rows, m.Holder)}
+		if !m.Since.IsZero() {
+			ms[i].Since = &m.Since
+		}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
-		Now    time.Time          `json:"now"`
-		Leases []statuspage.Lease `json:"leases"`
-	}{now, statuspage.Leases(pageLeases(rows), now)})
+		Now     time.Time           `json:"now"`
+		Leases  []statuspage.Lease  `json:"leases"`
+		Members []statuspage.Member `json:"members"`
+	}{now, leases, ms})
 }
 
 // pageLeases returns rows as the status page lists them: a released lease

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -31,11 +32,11 @@ type closingStore interface {
 	Close() error
 }
 
-// openStore opens the lease store that o names. It does not create a
-// missing SQLite file: leaderd itself opens SQLite and PostgreSQL through
-// fxmodule.Module, and this is for status, and for etcd and MySQL, which
-// the app gets with fxmodule.WithStore.
-func openStore(ctx context.Context, o options) (closingStore, error) {
+// openStore opens the lease store that o names; a SQLite store logs to
+// log. It does not create a missing SQLite file: leaderd itself opens
+// SQLite and PostgreSQL through fxmodule.Module, and this is for status,
+// and for etcd and MySQL, which the app gets with fxmodule.WithStore.
+func openStore(ctx context.Context, o options, log *slog.Logger) (closingStore, error) {
 	ctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	switch o.store() {
@@ -51,7 +52,7 @@ func openStore(ctx context.Context, o options) (closingStore, error) {
 	if _, err := os.Stat(o.db); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no lease file %q (start leaderd first, or pass -db, -pg, -etcd or -mysql): %w", o.db, err)
 	}
-	return sqlitelease.Open(o.db)
+	return sqlitelease.Open(o.db, sqlitelease.WithLogger(log))
 }
 
 // target describes the store that o names, for logs and the status page:

@@ -18,7 +18,7 @@ import (
 
 var (
 	cumulative = metricdata.CumulativeTemporality
-	causes     = []string{"resigned", "lost", "expired", "start_failed", "store_error", "abandoned"}
+	causes     = []string{"resigned", "lost", "expired", "start_failed", "store_error", "abandoned", "handed_off"}
 )
 
 func leaderMetric(points ...metricdata.DataPoint[int64]) metricdata.Metrics {

@@ -62,6 +62,7 @@ func TestScrapeOfATerm(t *testing.T) {
 # TYPE leaderaware_demotions_total counter
 leaderaware_demotions_total{cause="abandoned",lease="prices"} 0
 leaderaware_demotions_total{cause="expired",lease="prices"} 0
+leaderaware_demotions_total{cause="handed_off",lease="prices"} 0
 leaderaware_demotions_total{cause="lost",lease="prices"} 0
 leaderaware_demotions_total{cause="resigned",lease="prices"} 0
 leaderaware_demotions_total{cause="start_failed",lease="prices"} 0
@@ -170,6 +171,7 @@ leaderaware_trust_remaining_seconds{lease="prices"} 1.7
 # TYPE leaderaware_demotions_total counter
 leaderaware_demotions_total{cause="abandoned",lease="prices"} 0
 leaderaware_demotions_total{cause="expired",lease="prices"} 0
+leaderaware_demotions_total{cause="handed_off",lease="prices"} 0
 leaderaware_demotions_total{cause="lost",lease="prices"} 1
 leaderaware_demotions_total{cause="resigned",lease="prices"} 0
 leaderaware_demotions_total{cause="start_failed",lease="prices"} 0
@@ -275,6 +277,7 @@ func TestUnknownValuesAndNoLease(t *testing.T) {
 # TYPE leaderaware_demotions_total counter
 leaderaware_demotions_total{cause="abandoned",lease="a"} 0
 leaderaware_demotions_total{cause="expired",lease="a"} 0
+leaderaware_demotions_total{cause="handed_off",lease="a"} 0
 leaderaware_demotions_total{cause="lost",lease="a"} 0
 leaderaware_demotions_total{cause="resigned",lease="a"} 0
 leaderaware_demotions_total{cause="start_failed",lease="a"} 0
@@ -282,6 +285,7 @@ leaderaware_demotions_total{cause="store_error",lease="a"} 0
 leaderaware_demotions_total{cause="unknown",lease="a"} 1
 leaderaware_demotions_total{cause="abandoned",lease="b"} 0
 leaderaware_demotions_total{cause="expired",lease="b"} 0
+leaderaware_demotions_total{cause="handed_off",lease="b"} 0
 leaderaware_demotions_total{cause="lost",lease="b"} 0
 leaderaware_demotions_total{cause="resigned",lease="b"} 0
 leaderaware_demotions_total{cause="start_failed",lease="b"} 0

@@ -54,6 +54,7 @@ func TestScrapeOfLeaseElectors(t *testing.T) {
 # TYPE leaderaware_demotions_total counter
 leaderaware_demotions_total{cause="abandoned",lease="prices"} 0
 leaderaware_demotions_total{cause="expired",lease="prices"} 0
+leaderaware_demotions_total{cause="handed_off",lease="prices"} 0
 leaderaware_demotions_total{cause="lost",lease="prices"} 0
 leaderaware_demotions_total{cause="resigned",lease="prices"} 0
 leaderaware_demotions_total{cause="start_failed",lease="prices"} 0

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -300,14 +301,21 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	if seed == 0 {
 		seed = mrand.Uint64()
 	}
-	t.Logf("%s: %d processes for %v, seed %d (rerun with -chaos.seed=%d)", store, procs, d, seed, seed)
+	leases := *flagLeases
+	if leases <= 0 {
+		leases = 1
+		if store == "postgres" {
+			leases = 12
+		}
+	}
+	t.Logf("%s: %d processes for %v, %d leases, seed %d (rerun with -chaos.seed=%d)", store, procs, d, leases, seed, seed)
 	b := bounds{ttl: timings.ttl, retry: timings.retry, writeEvery: timings.every, hold: *flagHold, margin: gapMargin,
 		perTerm: timings.ttl + timings.retry + 500*time.Millisecond, perDeletion: maxRestartDelay + 3*time.Second,
 		resumeStop: time.Second}
 	args := slices.Concat(storeArgs, []string{
 		"-ttl", timings.ttl.String(), "-renew", timings.renew.String(),
 		"-retry", timings.retry.String(), "-every", timings.every.String(), "-hold", flagHold.String(),
-		"-suspend", timings.suspend.String(), "-stepby", flagStep.String()})
+		"-suspend", timings.suspend.String(), "-stepby", flagStep.String(), "-leases", strconv.Itoa(leases)})
 
 	began := time.Now()
 	c := newCluster(t, procs, seed, inode, args...)
@@ -344,6 +352,9 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	}
 	in.rows = append(slices.Clone(c.copied), last...)
 	rep := check(in, b)
+	others := c.otherLogs()
+	otherViolations, otherExcused := checkOthers(others, b)
+	rep.violations = append(rep.violations, otherViolations...)
 	for i, v := range rep.violations {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(rep.violations)-i)
@@ -446,6 +457,11 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 		len(rep.violations), excused, longestOverlap.Round(time.Millisecond),
 		rep.longest.length.Round(time.Millisecond), rep.longest.bound.Round(time.Millisecond),
 		plain.length.Round(time.Millisecond), b.base())
+	if leases > 1 {
+		n := moves(len(c.starts), others)
+		figures += fmt.Sprintf("; balanced, %d leases in one placement.Group: %d yields asked by the group (%.1f/min), %d lease moves, all leases (%.1f/min), %d overlaps of the other leases excused by pauses",
+			leases, c.yields, perMinute(c.yields, elapsed), n, perMinute(n, elapsed), otherExcused)
+	}
 	t.Log(figures)
 	fmt.Println(figures)
 }

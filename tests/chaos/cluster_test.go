@@ -66,6 +66,7 @@ type proc struct {
 	killedAt time.Time // ...then: stamped before it was sent
 	fileGone bool      // it printed GONE: its file was deleted
 	running  *jobRun
+	xrunning map[string]*jobRun // the other leases' runs (-leases), by lease
 }
 
 // restart is a process to start again in slot once after has passed and
@@ -146,7 +147,9 @@ type cluster struct {
 	steps       int // steps sent
 	stepLines   int // STEP lines read
 	restarts    int
-	timeline    []event // every line and every action, in the order the test saw them
+	others      map[string]*otherLease // the other leases of a balanced run (-leases), by name
+	yields      int                    // YIELD lines: terms of any lease the group asked to end
+	timeline    []event                // every line and every action, in the order the test saw them
 
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -164,6 +167,7 @@ func newCluster(t *testing.T, procs int, seed uint64, inode uint64, args ...stri
 		offsets: make([]time.Duration, procs),
 		inodes:  []uint64{inode},
 		stopAt:  make(map[string]time.Time),
+		others:  make(map[string]*otherLease),
 	}
 	c.nextStep = time.Now().Add(c.randBetween(minStepEvery, maxStepEvery))
 	t.Cleanup(c.stopAll)
@@ -192,7 +196,8 @@ func (c *cluster) start(slot int) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	p := &proc{slot: slot, holder: holder, step: step, stepped: step, cmd: cmd, stderr: &capBuffer{max: stderrCap}, exited: make(chan struct{})}
+	p := &proc{slot: slot, holder: holder, step: step, stepped: step, cmd: cmd, stderr: &capBuffer{max: stderrCap}, exited: make(chan struct{}),
+		xrunning: make(map[string]*jobRun)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", holder, err)
@@ -216,6 +221,13 @@ func (c *cluster) start(slot int) {
 				p.running.end, p.running.how = p.killedAt, "killed"
 			}
 			p.running = nil
+		}
+		for lease, r := range p.xrunning {
+			r.end, r.dead, r.how = dead, dead, "exited"
+			if p.killed && p.killedAt.Before(dead) {
+				r.end, r.how = p.killedAt, "killed"
+			}
+			delete(p.xrunning, lease)
 		}
 		if !p.gone && !c.closing {
 			if !p.fileGone {
@@ -324,6 +336,8 @@ func (c *cluster) record(p *proc, line string) {
 		}
 	case "ERROR":
 		c.errLines = append(c.errLines, line)
+	case "XRUN", "XHALT", "YIELD":
+		c.recordOther(p, f, line, num, nanos)
 	case "EXIT":
 	default:
 		c.errLines = append(c.errLines, fmt.Sprintf("%s: unexpected line %q", p.holder, line))

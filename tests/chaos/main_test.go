@@ -14,7 +14,11 @@
 // test checks the rows and the processes' lines: that fencing held, that no
 // two jobs ran at once, that tokens never went back (across the deletion
 // too), that no committed write was lost, and that leaderless gaps stayed
-// bounded (see check_test.go for the exact invariants and bounds).
+// bounded (see check_test.go for the exact invariants and bounds). With
+// -chaos.leases N > 1 (the default on PostgreSQL: 12) the processes
+// campaign for N leases, the chaos lease among them, balanced by one
+// placement.Group, and the run reports the group's handoffs per minute
+// (see balance_test.go).
 //
 // The defaults: 5 processes, 60 s per store in CI (the CI environment
 // variable is "true") and 20 s elsewhere, so a plain go test ./... stays
@@ -24,6 +28,7 @@
 //	go test ./tests/chaos/ -run Postgres -chaos.procs=8 -chaos.seed=42
 //	go test ./tests/chaos/ -chaos.hold=40ms # pauses mostly inside fenced transactions
 //	go test ./tests/chaos/ -chaos.step=0    # no clock steps
+//	go test ./tests/chaos/ -run SQLite -chaos.leases=12 # balanced: 12 leases in one placement.Group
 package chaos
 
 import (
@@ -43,6 +48,7 @@ var (
 	flagProcs    = flag.Int("chaos.procs", 5, "number of processes (at least 3)")
 	flagSeed     = flag.Uint64("chaos.seed", 0, "random seed of the chaos schedule (0: a random one, printed)")
 	flagStep     = flag.Duration("chaos.step", time.Hour, "size of the wall-clock steps of random processes (0: no steps)")
+	flagLeases   = flag.Int("chaos.leases", 0, "leases every process campaigns for, balanced by one placement.Group if more than 1 (0: 12 on PostgreSQL, 1 on SQLite)")
 	flagHold     = flag.Duration("chaos.hold", 0, "how long each fenced transaction stays open after its insert: "+
 		"a longer hold makes pauses land inside transactions (holding the database's locks) more often")
 )

@@ -54,6 +54,9 @@ type chaosWrite func(ctx context.Context, l elector.Lease, n int64, zombie bool)
 //	ERROR <holder> <message>         a job, store or elector error
 //	EXIT <holder>                    stopped gracefully after SIGTERM
 //
+// With -leases N > 1 it also campaigns for N-1 more leases, all balanced
+// by one placement.Group, and prints their lines (see balance).
+//
 // The test creates the PostgreSQL table before it starts any process.
 // SIGTERM and SIGINT stop the job gracefully; the test also sends SIGKILL (a
 // crash) and SIGSTOP/SIGCONT (a pause, like a long GC pause). On the clock
@@ -78,6 +81,7 @@ func chaosMain(args []string) error {
 		step   = fs.Duration("wallstep", 0, "step of the wall clock at start (the clock of this process's host)")
 		stepBy = fs.Duration("stepby", time.Hour, "size of the wall-clock step of SIGUSR1 (forward) and SIGUSR2 (back)")
 		susp   = fs.Duration("suspend", 3*time.Second, "length of the suspend that SIGPWR simulates")
+		leases = fs.Int("leases", 1, "leases of this process: more than 1 balances the chaos lease and the others in one placement.Group (see balance)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -117,12 +121,6 @@ func chaosMain(args []string) error {
 		healthy = func() error { return s.sqlite.Healthy(nil) }
 	}
 
-	e, err := elector.New(s.store, *name, elector.Config{TTL: *ttl, RenewInterval: *renew, RetryInterval: *retry, Holder: *holder})
-	if err != nil {
-		return err
-	}
-	out.printf("OPEN %s %d", *holder, inode)
-
 	// gone is closed when the store reports that its file was deleted or
 	// replaced: the process then exits, as an application would crash on
 	// it and be restarted on the new file.
@@ -140,6 +138,14 @@ func chaosMain(args []string) error {
 		out.printf("ERROR %s %s", *holder, oneLine(err))
 		checkGone(err)
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e, bal, err := newBalance(s.store, *name, *leases, elector.Config{TTL: *ttl, RenewInterval: *renew, RetryInterval: *retry, Holder: *holder}, out, logger, fail,
+		func() uint64 { return inodeOf(*sf.db) })
+	if err != nil {
+		return err
+	}
+	out.printf("OPEN %s %d", *holder, inode)
+
 	var (
 		writes  atomic.Int64  // fenced writes tried, numbering the rows
 		leading atomic.Uint64 // the token of the term whose inner job runs, 0 if none
@@ -163,7 +169,7 @@ func chaosMain(args []string) error {
 	}, jobs.WithImmediate(), jobs.WithName("chaos writer"), jobs.WithErrorHandler(fail))
 	job := &chaosJob{inner: writer, out: out, holder: *holder, leading: &leading}
 	leader := decorator.Decorate[decorator.Job](job, e,
-		decorator.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		decorator.WithLogger(logger),
 		decorator.WithHooks(decorator.Hooks{
 			OnElected: func(_ context.Context, t elector.Term) {
 				// The store follows its path to a restored file: name the
@@ -176,6 +182,7 @@ func chaosMain(args []string) error {
 			},
 			OnDemoted: func(ctx context.Context, t elector.Term, cause error) {
 				out.printf("STOP %s %d %s", *holder, t.Token(), oneLine(cause))
+				bal.demoted(t, *name)
 				checkGone(cause)
 				// A zombie: a writer that missed the end of its term (a job
 				// ignoring its context, or one that was paused) writes with the
@@ -198,6 +205,9 @@ func chaosMain(args []string) error {
 			OnError: fail,
 		}))
 
+	if err := bal.start(); err != nil {
+		return err
+	}
 	if err := leader.Start(context.Background()); err != nil {
 		return err
 	}
@@ -206,7 +216,7 @@ func chaosMain(args []string) error {
 		select {
 		case <-gone:
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := leader.Stop(ctx); err != nil {
+			if err := errors.Join(leader.Stop(ctx), bal.stop(ctx)); err != nil {
 				fmt.Fprintln(os.Stderr, "chaos: stop after the file changed:", err)
 			}
 			cancel()
@@ -236,7 +246,10 @@ func chaosMain(args []string) error {
 			default:
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				err := leader.Stop(ctx)
+				if err := bal.drain(ctx); err != nil {
+					fail(ctx, fmt.Errorf("drain before the stop: %w", err))
+				}
+				err := errors.Join(leader.Stop(ctx), bal.stop(ctx))
 				out.printf("EXIT %s", *holder)
 				return err
 			}

@@ -6,8 +6,10 @@
 //
 // The modes (each one's doc says its flags and what it prints):
 //
-//	replica    a decorated job making fenced writes, for replicatest's Failover and Chaos (Replica)
-//	chaos      a decorated job for the chaos tests in tests/chaos, with clock steps and suspends (chaosMain)
+//	replica    a decorated job making fenced writes, for replicatest's Failover and Chaos (Replica);
+//	           with -leases, many, balanced or first-wins, for replicatest's Placement (runPlaced)
+//	chaos      a decorated job for the chaos tests in tests/chaos, with clock steps and suspends (chaosMain);
+//	           with -leases, balanced with others by a placement.Group (balance)
 //	holder     one elector that leads and holds its term, for the crash benchmarks and tests (holderMain)
 //	follower   many electors on one store, for BenchmarkFollowers (followerMain)
 //	contender  raw store calls hammering one SQLite file, for BenchmarkSQLiteContention (contenderMain)

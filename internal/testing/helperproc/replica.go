@@ -51,6 +51,9 @@ type Replica struct {
 	holder            string
 	ttl, renew, retry time.Duration
 	every             time.Duration
+	leases            int    // the placed mode (see runPlaced) if > 0
+	group             string // its group and lease prefix
+	balance           bool   // its leases in a placement.Group
 }
 
 // ReplicaFlags defines in fs the flags that replicatest gives its
@@ -64,6 +67,9 @@ func ReplicaFlags(fs *flag.FlagSet) *Replica {
 	fs.DurationVar(&r.renew, "renew", 500*time.Millisecond, "renew interval")
 	fs.DurationVar(&r.retry, "retry", 500*time.Millisecond, "retry interval")
 	fs.DurationVar(&r.every, "every", 0, "period of the fenced writes (0: none)")
+	fs.IntVar(&r.leases, "leases", 0, "run this many leases, the placed mode (0: the one lease of Failover and Chaos)")
+	fs.StringVar(&r.group, "group", "placed", "the placed mode's group, and its leases' prefix")
+	fs.BoolVar(&r.balance, "balance", false, "the placed mode's leases in a placement.Group (else first come, first wins)")
 	return r
 }
 
@@ -73,8 +79,12 @@ func ReplicaFlags(fs *flag.FlagSet) *Replica {
 type WriteFunc func(ctx context.Context, l elector.Lease, n int64) error
 
 // Run runs the replica on store until SIGTERM, then stops its job
-// gracefully.
+// gracefully. With -leases it runs the placed mode instead (see
+// runPlaced), which makes no writes.
 func (r *Replica) Run(store elector.Store, write WriteFunc) error {
+	if r.leases > 0 {
+		return r.runPlaced(store)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	defer signal.Stop(sig)

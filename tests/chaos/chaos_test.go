@@ -312,6 +312,11 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	b := bounds{ttl: timings.ttl, retry: timings.retry, writeEvery: timings.every, hold: *flagHold, margin: gapMargin,
 		perTerm: timings.ttl + timings.retry + 500*time.Millisecond, perDeletion: maxRestartDelay + 3*time.Second,
 		resumeStop: time.Second}
+	if leases > 1 {
+		// A balanced candidate may hold back before it tries, at most a
+		// RetryInterval (for a lease it has just yielded itself).
+		b.placement = timings.retry
+	}
 	args := slices.Concat(storeArgs, []string{
 		"-ttl", timings.ttl.String(), "-renew", timings.renew.String(),
 		"-retry", timings.retry.String(), "-every", timings.every.String(), "-hold", flagHold.String(),

@@ -88,6 +88,9 @@ type runLog struct {
 // bounds are the timings the checks derive their bounds from.
 type bounds struct {
 	ttl, retry, writeEvery, hold, margin time.Duration
+	// placement is how long a balanced candidate may hold back before it
+	// tries (0 without balancing).
+	placement time.Duration
 	// perTerm is what each term that started between two terms with rows,
 	// and wrote none itself (a leader killed at once), may add to their gap:
 	// its own TTL and retry.
@@ -102,8 +105,9 @@ type bounds struct {
 }
 
 // base is the bound on a leaderless gap that no pause explains:
-// TTL + RetryInterval + write period + hold + margin (hold, 0 by default,
-// is -chaos.hold: a row's time is read before the transaction holds open).
+// TTL + RetryInterval + write period + hold + placement + margin (hold, 0
+// by default, is -chaos.hold: a row's time is read before the transaction
+// holds open).
 //
 // Why: the old leader wrote its last row at most one write period (plus the
 // write's own latency) before it crashed, stopped or paused, and had renewed
@@ -113,7 +117,9 @@ type bounds struct {
 // or at once by a release), and a new leader writes its first row as soon as
 // its job starts. The margin covers process scheduling, statement latency
 // and the race detector's slowdown.
-func (b bounds) base() time.Duration { return b.ttl + b.retry + b.writeEvery + b.hold + b.margin }
+func (b bounds) base() time.Duration {
+	return b.ttl + b.retry + b.writeEvery + b.hold + b.placement + b.margin
+}
 
 // gapBound is the bound on the gap [from, to] between two terms that wrote.
 //

@@ -75,8 +75,9 @@ type LeaseElector struct {
 // watch is what a candidate saw of a held lease: the lease, and the instant
 // (by the elector's clock) it first saw that Token and Version.
 type watch struct {
-	lease Lease
-	since time.Time
+	lease  Lease
+	since  time.Time
+	readAt time.Time // the start of its last read when the Campaign that watched it returned
 }
 
 // New returns an elector for the lease name in s. It validates name (1–255
@@ -125,9 +126,13 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 // [Config.Placer], each attempt to take the lease first waits as long as
 // its Hold asks, at most the TTL.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
+	e.resumeWatch()
 	var sub *subscription // from the first ErrHeld
 	defer func() {
 		if sub != nil {
+			e.mu.Lock()
+			e.watch.readAt = sub.readStart()
+			e.mu.Unlock()
 			sub.stop()
 			sub.h.rt.leave()
 		}
@@ -279,6 +284,17 @@ func (e *LeaseElector) watchLease(l Lease, restart bool) time.Duration {
 	e.mu.Unlock()
 	_, left := e.watched()
 	return left
+}
+
+// resumeWatch restarts the watch kept from an earlier Campaign if its last
+// read started more than the margin ago: no Campaign read it in between, a
+// gap (see Campaign).
+func (e *LeaseElector) resumeWatch() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now := e.clock.Now(); e.watch.lease.Token != 0 && now.Sub(e.watch.readAt) > SafetyMargin(e.cfg.TTL) {
+		e.watch.since = now
+	}
 }
 
 // watched returns the lease being watched (the zero Lease if none) and how

@@ -126,7 +126,6 @@ func (e *LeaseElector) Config() Config { return e.cfg }
 // [Config.Placer], each attempt to take the lease first waits as long as
 // its Hold asks, at most the TTL.
 func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
-	e.resumeWatch()
 	var sub *subscription // from the first ErrHeld
 	defer func() {
 		if sub != nil {
@@ -147,6 +146,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	for {
 		if !e.hold(ctx, &timer) {
 			return nil, ctx.Err()
+		}
+		if sub == nil {
+			e.resumeWatch() // nothing read the watch since an earlier Campaign
 		}
 		observed, left := e.watched()
 		if left <= 0 && sub != nil && !sub.fresh() {
@@ -287,8 +289,9 @@ func (e *LeaseElector) watchLease(l Lease, restart bool) time.Duration {
 }
 
 // resumeWatch restarts the watch kept from an earlier Campaign if its last
-// read started more than the margin ago: no Campaign read it in between, a
-// gap (see Campaign).
+// read started more than the margin ago: nothing read it since that
+// Campaign returned (nor during a hold before the first attempt), a gap
+// (see Campaign).
 func (e *LeaseElector) resumeWatch() {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -39,3 +39,45 @@ func TestRollbackBetweenCampaignsMakesNoSecondLeader(t *testing.T) {
 		require.NoError(t, ta.Resign(t.Context()))
 	})
 }
+
+// holdPlacer holds every attempt back for hold and never yields.
+type holdPlacer struct{ hold time.Duration }
+
+func (p holdPlacer) Hold(string) time.Duration                 { return p.hold }
+func (p holdPlacer) Lead(string, elector.Term) <-chan struct{} { return nil }
+
+// TestRollbackDuringTheFirstHoldMakesNoSecondLeader: a Placer's hold before
+// a Campaign's first attempt, up to the TTL, has no reads of the watch kept
+// from an earlier Campaign; a rollback to its state then must not be taken.
+func TestRollbackDuringTheFirstHoldMakesNoSecondLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore()
+		ta := campaign(t, newElector(t, s, "a", rollbackTimings))
+		cfg := rollbackTimings
+		cfg.Placer = holdPlacer{rollbackTimings.TTL}
+		b := newElector(t, s, "b", cfg)
+		time.Sleep(500 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // held until 3.5s, then watches
+		_, err := b.Campaign(ctx)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		watched, err := s.Get(t.Context(), "job") // a's renewal of 5s, which b watches
+		require.NoError(t, err)
+		won := make(chan elector.Term, 1)
+		ctx, cancel = context.WithTimeout(t.Context(), 3100*time.Millisecond)
+		defer cancel()
+		go func() {
+			if tb, err := b.Campaign(ctx); err == nil {
+				won <- tb
+			}
+			close(won)
+		}()
+		time.Sleep(2900 * time.Millisecond) // b holds until 8.5s; a renews at 6s ... 8s
+		s.Restore(watched)
+		if tb, ok := <-won; ok {
+			assert.Zero(t, ta.(interface{ TrustRemaining() time.Duration }).TrustRemaining(), "two leaders: b took the lease while a still renewed it")
+			require.NoError(t, tb.Resign(t.Context()))
+		}
+		require.NoError(t, ta.Resign(t.Context()))
+	})
+}

@@ -149,6 +149,8 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		}
 		if sub == nil {
 			e.resumeWatch() // nothing read the watch since an earlier Campaign
+		} else {
+			e.heldBack(sub)
 		}
 		observed, left := e.watched()
 		if left <= 0 && sub != nil && !sub.fresh() {
@@ -286,6 +288,22 @@ func (e *LeaseElector) watchLease(l Lease, restart bool) time.Duration {
 	e.mu.Unlock()
 	_, left := e.watched()
 	return left
+}
+
+// heldBack takes the state the watch handed over while the Placer held the
+// attempt back, if any: any other state restarts the watch, and a free one
+// drops it, since the state it watched may have come back (a rollback) while
+// a new term is trusted.
+func (e *LeaseElector) heldBack(sub *subscription) {
+	select {
+	case l := <-sub.states:
+		if l.Token == 0 {
+			e.forget() // the attempt takes the lease only if it is free
+		} else {
+			e.watchLease(l.Lease, l.restart)
+		}
+	default:
+	}
 }
 
 // resumeWatch restarts the watch kept from an earlier Campaign if its last

@@ -81,3 +81,38 @@ func TestRollbackDuringTheFirstHoldMakesNoSecondLeader(t *testing.T) {
 		require.NoError(t, ta.Resign(t.Context()))
 	})
 }
+
+// TestStatesDuringAHoldRestartTheWatch: the states the watch hands over
+// while a Placer holds an attempt back (a new term) count before the
+// attempt; a rollback to the state whose watch completed before the hold
+// must not be taken while the new term is trusted.
+func TestStatesDuringAHoldRestartTheWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := elector.NewMemoryStore()
+		ttl := rollbackTimings.TTL
+		dead, err := s.TryAcquire(t.Context(), "job", "a", ttl, elector.Lease{}) // a dies holding it
+		require.NoError(t, err)
+		cfg := rollbackTimings
+		cfg.Placer = holdPlacer{ttl}
+		b := newElector(t, s, "b", cfg)
+		won := make(chan elector.Term, 1)
+		ctx, cancel := context.WithTimeout(t.Context(), 9500*time.Millisecond)
+		defer cancel()
+		go func() {
+			if tb, err := b.Campaign(ctx); err == nil {
+				won <- tb
+			}
+			close(won)
+		}()
+		time.Sleep(7 * time.Second)                                // b: held to 3s, watches a's term to 6s, held to 9s
+		c, err := s.TryAcquire(t.Context(), "job", "c", ttl, dead) // c takes a's lease over
+		require.NoError(t, err)
+		trusted := time.Now().Add(ttl - elector.SafetyMargin(ttl))
+		time.Sleep(time.Second)
+		s.Restore(dead) // a failover to a standby that lagged: c's term is lost, c trusts it until its next renewal
+		if tb, ok := <-won; ok {
+			assert.False(t, time.Now().Before(trusted), "two leaders: b took a's rolled-back lease while c trusted its term of token %d", c.Token)
+			require.NoError(t, tb.Resign(t.Context()))
+		}
+	})
+}

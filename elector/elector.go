@@ -149,7 +149,7 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 		}
 		if sub == nil {
 			e.resumeWatch() // nothing read the watch since an earlier Campaign
-		} else {
+		} else if e.cfg.Placer != nil {
 			e.heldBack(sub)
 		}
 		observed, left := e.watched()

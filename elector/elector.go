@@ -75,8 +75,9 @@ type LeaseElector struct {
 // watch is what a candidate saw of a held lease: the lease, and the instant
 // (by the elector's clock) it first saw that Token and Version.
 type watch struct {
-	lease Lease
-	since time.Time
+	lease  Lease
+	since  time.Time
+	readAt time.Time // the start of its last read when the Campaign that watched it returned
 }
 
 // New returns an elector for the lease name in s. It validates name (1–255
@@ -128,6 +129,9 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	var sub *subscription // from the first ErrHeld
 	defer func() {
 		if sub != nil {
+			e.mu.Lock()
+			e.watch.readAt = sub.readStart()
+			e.mu.Unlock()
 			sub.stop()
 			sub.h.rt.leave()
 		}
@@ -142,6 +146,11 @@ func (e *LeaseElector) Campaign(ctx context.Context) (Term, error) {
 	for {
 		if !e.hold(ctx, &timer) {
 			return nil, ctx.Err()
+		}
+		if sub == nil {
+			e.resumeWatch() // nothing read the watch since an earlier Campaign
+		} else if e.cfg.Placer != nil {
+			e.heldBack(sub)
 		}
 		observed, left := e.watched()
 		if left <= 0 && sub != nil && !sub.fresh() {
@@ -279,6 +288,34 @@ func (e *LeaseElector) watchLease(l Lease, restart bool) time.Duration {
 	e.mu.Unlock()
 	_, left := e.watched()
 	return left
+}
+
+// heldBack takes the state the watch handed over while the Placer held the
+// attempt back, if any: any other state restarts the watch, and a free one
+// drops it, since the state it watched may have come back (a rollback) while
+// a new term is trusted.
+func (e *LeaseElector) heldBack(sub *subscription) {
+	select {
+	case l := <-sub.states:
+		if l.Token == 0 {
+			e.forget() // the attempt takes the lease only if it is free
+		} else {
+			e.watchLease(l.Lease, l.restart)
+		}
+	default:
+	}
+}
+
+// resumeWatch restarts the watch kept from an earlier Campaign if its last
+// read started more than the margin ago: nothing read it since that
+// Campaign returned (nor during a hold before the first attempt), a gap
+// (see Campaign).
+func (e *LeaseElector) resumeWatch() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now := e.clock.Now(); e.watch.lease.Token != 0 && now.Sub(e.watch.readAt) > SafetyMargin(e.cfg.TTL) {
+		e.watch.since = now
+	}
 }
 
 // watched returns the lease being watched (the zero Lease if none) and how

@@ -239,9 +239,14 @@ func (sub *subscription) saw(l Lease) {
 // fresh reports whether a read of the name started within the margin: a
 // watch may complete only then, since the reset of a gap needs a read.
 func (sub *subscription) fresh() bool {
+	return sub.h.rt.clock.Now().Sub(sub.readStart()) <= sub.margin
+}
+
+// readStart is read for a caller that does not hold h.mu.
+func (sub *subscription) readStart() time.Time {
 	sub.h.mu.Lock()
 	defer sub.h.mu.Unlock()
-	return sub.h.rt.clock.Now().Sub(sub.read()) <= sub.margin
+	return sub.read()
 }
 
 // read returns the start of the last read of the name for sub: its last

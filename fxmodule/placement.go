@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -52,8 +53,17 @@ type storeGroup struct {
 // draining (its candidates hold back) until its own OnStop hook closes it,
 // after every job of the group has stopped. A drain cut short by ctx is
 // reported; each job's Stop then frees its own lease.
+//
+// The drain gets at most half of the time ctx leaves: fx runs no further
+// OnStop hook once ctx has ended, so a drain against a store that does not
+// answer must leave the jobs' Stop and the group's Close time to run.
 func (sg *storeGroup) drain(ctx context.Context) error {
 	sg.drainOnce.Do(func() {
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+			defer cancel()
+		}
 		if err := sg.g.Drain(ctx); err != nil {
 			sg.drainErr = fmt.Errorf("fxmodule: drain before stopping: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leaderaware/leaderaware/fxmodule"
@@ -215,6 +216,9 @@ func onlySocket() (string, error) {
 	paths, _ := filepath.Glob(filepath.Join(os.TempDir(), "leaderd-*.sock"))
 	var live []string
 	for _, p := range paths {
+		if ownSocket(p) != nil {
+			continue // another user's, or not a socket: not a leaderd of ours
+		}
 		if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
 			c.Close()
 			live = append(live, p)
@@ -233,9 +237,33 @@ func onlySocket() (string, error) {
 	return "", fmt.Errorf("several leaderd run (pids %s); give -pid", strings.Join(pids, ", "))
 }
 
-// sendControl sends cmd to the control socket at path and returns its
-// answer, bounded by drainTimeout and a little more.
+// ownSocket returns nil if path is a Unix socket of this process's user,
+// itself and not a symlink: the temporary directory is shared, so a socket
+// of another user there could take a command and answer it falsely.
+func ownSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symlink; give the path of the socket itself", path)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s is not a socket (mode %v)", path, fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d); run it as the daemon's user", path, st.Uid, os.Getuid())
+	}
+	return nil
+}
+
+// sendControl sends cmd to the control socket at path, which must be one
+// of this user's, and returns its answer, bounded by drainTimeout and a
+// little more.
 func sendControl(ctx context.Context, path, cmd string) (string, error) {
+	if err := ownSocket(path); err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout+10*time.Second)
 	defer cancel()
 	var d net.Dialer

@@ -41,8 +41,11 @@ type Config struct {
 	// replica keeps a membership seat, a lease of its own, in the store.
 	// Empty, it is derived from the app's lease names ("fx-" and a short
 	// hash of them sorted), so replicas of one app are one group; give
-	// one when replicas run different sets of jobs that should still
-	// balance together. The LeaderJobs that [WithStore] puts in another
+	// one to keep the group across a deploy that adds or removes a job.
+	// Every member of a group must run the same jobs: a member counts
+	// toward the target of every lease, so apps with different jobs in
+	// one group give leases up to members that never take them (and take
+	// them back after a delay, again and again). The LeaderJobs that [WithStore] puts in another
 	// store are a group of their own there, under the same name.
 	Group string
 	// NoBalance turns balancing off: each lease goes to the first

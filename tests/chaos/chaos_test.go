@@ -455,7 +455,7 @@ func runChaos(t *testing.T, store string, inode uint64, storeArgs []string,
 	figures := fmt.Sprintf("chaos %s: %d procs, %v (seed %d): %d terms (%d wrote rows), %d kills (%d bursts), %d pauses (longest %v), "+
 		"%d simulated suspends (term ended %v after at the latest, %d writes meanwhile), %d clock steps (±%v, %d acknowledged), %d file deletions (%d processes exited on it), "+
 		"%d restores of the file, %d graceful stops, %d restarts, %d rows, %d refused fenced writes, %d refused zombie writes, %d error lines; "+
-		"%d violations, %d job overlaps excused by pauses (longest %v); longest gap %v (bound %v), longest gap nothing excuses %v (bound %v)",
+		"%d violations, %d job overlaps excused by pauses or a rollback double fault (longest %v); longest gap %v (bound %v), longest gap nothing excuses %v (bound %v)",
 		store, procs, elapsed.Round(100*time.Millisecond), seed, len(c.starts), rep.terms, c.kills, c.bursts, len(c.pauses),
 		longestPause.Round(time.Millisecond), len(c.suspends), slowestSuspend.Round(time.Millisecond), writesAfterSuspend,
 		c.steps, *flagStep, c.stepLines, len(c.deletions)-c.restores, c.goneLines, c.restores, c.stops, c.restarts, rep.rows, c.refused, c.zombies, len(c.errLines),

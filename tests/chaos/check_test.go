@@ -369,6 +369,19 @@ func check(in runLog, b bounds) report {
 					o.excuse = fmt.Sprintf("%s was paused from %s to %s", a.holder, p.start.Format(timeFormat), p.end.Format(timeFormat))
 				}
 			}
+			// The double fault the elector documents (LeaseElector.Campaign):
+			// a rollback of the row to the state a candidate watched hides
+			// the holder's renewals from it, and only the holder's next
+			// renewal, if it lands before the watch ends, stops the
+			// takeover. A renewal slowed by the busy file can miss that; the
+			// fencing then keeps the data safe (check 6: no row of the old
+			// token after the new one's).
+			for _, rb := range in.rollbacks {
+				if o.excuse == "" && !rb.After(c.start) && c.start.Sub(rb) <= b.ttl {
+					o.excuse = fmt.Sprintf("the lease row was rolled back at %s, %v before the takeover, and %s's next renewal did not land in time (a double fault: fencing refused its writes)",
+						rb.Format(timeFormat), c.start.Sub(rb).Round(time.Millisecond), a.holder)
+				}
+			}
 			r.overlaps = append(r.overlaps, o)
 			if o.excuse != "" {
 				continue

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/leaderaware/leaderaware/internal/testing/logbuf"
 	"github.com/leaderaware/leaderaware/statuspage"
 )
 
@@ -32,28 +33,9 @@ type proc struct {
 	holder  string
 	control string
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *logbuf.Buffer
 	exited  chan struct{}
 	err     error // of Wait, once exited is closed
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's output copier and
-// the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startProc starts leaderd -db db -holder holder, with its control socket
@@ -61,7 +43,7 @@ func (s *syncBuffer) String() string {
 // still runs.
 func startProc(t *testing.T, dir, db, holder string) *proc {
 	t.Helper()
-	p := &proc{holder: holder, control: filepath.Join(dir, holder+".sock"), out: new(syncBuffer), exited: make(chan struct{})}
+	p := &proc{holder: holder, control: filepath.Join(dir, holder+".sock"), out: new(logbuf.Buffer), exited: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-db", db, "-holder", holder, "-control", p.control)
 	p.cmd.Env = append(os.Environ(), asLeaderd+"=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
